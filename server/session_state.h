@@ -1,0 +1,57 @@
+// Per-session state a tool handler may consult: who the client is and which workspace is current.
+// Shared by every transport (stdio now, Streamable HTTP later).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "workspace/root.h"
+
+namespace kiln::workspace { class StateStore; }
+
+namespace kiln::server {
+
+struct OpenWorkspace {
+  std::string id;
+  std::string name;
+  std::shared_ptr<const workspace::Root> root;  // holds the folder open for the whole session
+};
+
+struct ClientInfo {
+  std::string name;
+  std::string version;
+};
+
+class SessionState {
+ public:
+  explicit SessionState(workspace::StateStore& store) : store_(store) {}
+
+  workspace::StateStore& store() { return store_; }
+
+  // The workspace a workspace-scoped tool works on: arguments["workspace"] (an id or a name)
+  // when given, else the session's current one. None open and none given: a tool error telling
+  // the caller to call workspace_open.
+  Result<std::shared_ptr<const OpenWorkspace>> workspace_for(const nlohmann::json& arguments);
+
+  // Opens `root_path` as a workspace of this session (recording it in the state store) and makes
+  // it current.
+  Result<std::shared_ptr<const OpenWorkspace>> open_and_select(const std::string& id,
+                                                               const std::string& name,
+                                                               const std::string& root_path);
+  std::shared_ptr<const OpenWorkspace> current() const;
+
+  void set_client(ClientInfo info);
+  ClientInfo client() const;
+
+ private:
+  workspace::StateStore& store_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const OpenWorkspace> current_;
+  ClientInfo client_;
+};
+
+}  // namespace kiln::server

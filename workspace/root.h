@@ -1,0 +1,69 @@
+// The one place that turns a client's path into something on disk. Every file tool goes through
+// Root, which holds the workspace folder open and resolves beneath it race-free (openat2 with
+// RESOLVE_BENEATH, or a per-component O_NOFOLLOW walk where the kernel lacks openat2), so `..`,
+// absolute paths elsewhere, symlinks pointing out and magic links like /proc/self/root are refused.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+#include "core/error.h"
+
+namespace kiln::workspace {
+
+// Owns a file descriptor; closes it once.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+  int get() const { return fd_; }
+  int release() { int f = fd_; fd_ = -1; return f; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+class Root {
+ public:
+  // `path` must name an existing directory; it is canonicalised (symlinks resolved) once here.
+  static Result<Root> open(const std::string& path);
+
+  const std::string& path() const { return path_; }  // canonical absolute path, no trailing slash
+  int fd() const { return dir_.get(); }               // O_PATH|O_DIRECTORY descriptor of the root
+
+  // Normalises a client path: relative to the root, or absolute inside it. Returns the relative
+  // form with no "." components and no trailing slash ("" is the root itself). Refuses NUL,
+  // newline, empty strings, and anything whose lexical form leaves the root, naming the path.
+  Result<std::string> relative(std::string_view client_path) const;
+
+  // Opens a path beneath the root. `flags` are open(2) flags; symlinks inside the workspace that
+  // stay inside are followed, any that lead out (or magic links) are refused with Errc::path_escape.
+  Result<UniqueFd> open(std::string_view client_path, int flags, mode_t mode = 0) const;
+
+  // For operations that create, rename or remove an entry: the containing directory, opened
+  // beneath the root, plus the final component (never "", "." or ".."). With create_dirs,
+  // missing parent folders are made (each one beneath the root).
+  struct Parent {
+    UniqueFd dir;
+    std::string name;  // last component
+    std::string rel;   // normalised relative path of the whole thing
+  };
+  Result<Parent> open_parent(std::string_view client_path, bool create_dirs = false) const;
+
+  Root(Root&&) noexcept = default;
+  Root& operator=(Root&&) noexcept = default;
+
+ private:
+  Root() = default;
+  std::string path_;
+  UniqueFd dir_;
+};
+
+}  // namespace kiln::workspace
