@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 
@@ -44,12 +45,19 @@ class SessionState {
                                                                const std::string& root_path);
   std::shared_ptr<const OpenWorkspace> current() const;
 
+  // While the client is being asked for its roots, workspace_for waits (briefly) for the answer
+  // instead of failing a tool call that raced the start-up.
+  void begin_pending_selection();
+  void end_pending_selection();
+
   void set_client(ClientInfo info);
   ClientInfo client() const;
 
  private:
   workspace::StateStore& store_;
   mutable std::mutex mu_;
+  std::condition_variable selection_cv_;
+  int pending_selections_ = 0;
   std::shared_ptr<const OpenWorkspace> current_;
   ClientInfo client_;
 };

@@ -1,0 +1,66 @@
+// One MCP session, independent of its transport: lifecycle, dispatch of requests to handlers on a
+// worker pool, exactly one reply per request, cancellation, progress, logging, and the requests
+// Kiln itself sends to the client (roots/list). stdio and Streamable HTTP both drive this class.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::workspace { class StateStore; }
+
+namespace kiln::server {
+
+class ToolRegistry;
+
+// Where a session's outgoing messages go. Implementations must be thread-safe.
+class Outbound {
+ public:
+  virtual ~Outbound() = default;
+  virtual void send(const nlohmann::json& message) = 0;
+};
+
+struct ServerOptions {
+  std::string startup_workspace;  // --workspace PATH, opened when the client offers no roots
+  std::size_t worker_threads = 8;
+};
+
+// What every session of one server process shares.
+struct ServerContext {
+  workspace::StateStore& store;
+  const ToolRegistry& tools;
+  ServerOptions options;
+};
+
+class Session {
+ public:
+  Session(ServerContext& server, std::shared_ptr<Outbound> out);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Feeds one complete JSON-RPC message (already de-framed). Never throws; never blocks on a
+  // tool: requests run on the worker pool.
+  void handle_payload(std::string_view payload);
+
+  // Sends an error reply that the transport detected before a message could be parsed
+  // (oversize, broken framing).
+  void reject_unparsed(int code, const std::string& message);
+
+  // Cancels every request in flight and waits up to `grace` for handlers to return.
+  void shutdown(std::chrono::milliseconds grace);
+
+  // Sends notifications/message (if the client asked for logs at this level).
+  void log_to_client(std::string_view level, std::string_view logger, std::string_view text);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::server

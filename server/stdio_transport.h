@@ -1,0 +1,18 @@
+// `kiln mcp`: one MCP session over stdin/stdout, newline-delimited JSON or, when the first bytes
+// are a Content-Length header, LSP-style framing for the whole session.
+#pragma once
+
+#include <cstddef>
+
+#include "server/session.h"
+
+namespace kiln::server {
+
+struct StdioOptions {
+  std::size_t max_message_bytes = 16 * 1024 * 1024;
+};
+
+// Serves until stdin closes or SIGTERM/SIGINT/SIGHUP arrives; returns the process exit code.
+int run_stdio(ServerContext& server, const StdioOptions& options);
+
+}  // namespace kiln::server

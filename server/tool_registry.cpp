@@ -1,0 +1,84 @@
+// Joins embedded tool schemas with handlers, and refuses to start when the two disagree.
+#include "server/tool_registry.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "protocol/json_schema.h"
+#include "schemas/embedded.h"
+
+namespace kiln::server {
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "kiln: tool registration error: %s\n", what.c_str());
+  std::abort();
+}
+
+const nlohmann::json& tool_schema(const std::string& name) {
+  static const std::map<std::string, nlohmann::json> schemas = [] {
+    std::map<std::string, nlohmann::json> out;
+    for (const auto& f : kiln::schemas::all()) {
+      if (!f.path.starts_with("tools/")) continue;
+      auto j = nlohmann::json::parse(f.text, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) die("schemas/" + std::string(f.path) + " is not a JSON object");
+      out[j.value("name", "")] = std::move(j);
+    }
+    return out;
+  }();
+  auto it = schemas.find(name);
+  if (it == schemas.end()) die("no schemas/tools/" + name + ".json for a registered tool");
+  return it->second;
+}
+
+void check_definition(const std::string& name, const nlohmann::json& def) {
+  for (const char* key : {"description", "inputSchema", "outputSchema", "annotations"}) {
+    if (!def.contains(key)) die(name + ": missing '" + key + "'");
+  }
+  for (const char* key : {"inputSchema", "outputSchema"}) {
+    const auto& s = def[key];
+    if (!s.is_object() || s.value("type", "") != "object") die(name + ": " + key + " must have type object");
+    if (auto kw = protocol::unsupported_keyword(s)) die(name + ": " + key + " uses unsupported keyword '" + *kw + "'");
+  }
+  if (def["inputSchema"].value("additionalProperties", true) != false)
+    die(name + ": inputSchema must set additionalProperties false");
+  for (const char* hint : {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}) {
+    if (!def["annotations"].contains(hint) || !def["annotations"][hint].is_boolean())
+      die(name + ": annotation '" + hint + "' must be set explicitly");
+  }
+}
+
+}  // namespace
+
+void ToolRegistry::add(const std::string& name, ToolHandler handler) {
+  if (tools_.contains(name)) die("tool '" + name + "' registered twice");
+  nlohmann::json def = tool_schema(name);
+  check_definition(name, def);
+  tools_[name] = ToolEntry{std::move(def), std::move(handler)};
+  order_.push_back(name);
+}
+
+void ToolRegistry::check_complete() const {
+  for (const auto& f : kiln::schemas::all()) {
+    if (!f.path.starts_with("tools/")) continue;
+    auto j = nlohmann::json::parse(f.text, nullptr, false);
+    std::string name = j.is_object() ? j.value("name", "") : "";
+    if (!tools_.contains(name)) die("schemas/" + std::string(f.path) + " has no handler (name '" + name + "')");
+  }
+}
+
+const ToolEntry* ToolRegistry::find(const std::string& name) const {
+  auto it = tools_.find(name);
+  return it == tools_.end() ? nullptr : &it->second;
+}
+
+std::vector<nlohmann::json> ToolRegistry::definitions() const {
+  std::vector<nlohmann::json> out;
+  out.reserve(order_.size());
+  for (const auto& name : order_) out.push_back(tools_.at(name).definition);
+  return out;
+}
+
+}  // namespace kiln::server

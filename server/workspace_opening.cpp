@@ -1,0 +1,91 @@
+// Opening folders as workspaces and reading their kiln.json.
+#include "server/workspace_opening.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace kiln::server {
+
+namespace {
+
+constexpr std::size_t kMaxConfigBytes = 1 << 20;
+
+std::string expand_home(const std::string& path) {
+  if (path == "~" || path.starts_with("~/")) {
+    const char* home = std::getenv("HOME");
+    if (home && *home) return std::string(home) + path.substr(1);
+  }
+  return path;
+}
+
+}  // namespace
+
+Result<OpenedWorkspace> open_workspace_folder(SessionState& state, const std::string& given_path,
+                                              const std::string& name, bool create) {
+  std::string path = expand_home(given_path);
+  if (path.empty() || path.front() != '/') {
+    return fail(Errc::invalid_argument,
+                fmt::format("workspace path '{}' is not absolute; pass the folder's absolute path", given_path));
+  }
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) {
+    if (!create) {
+      return fail(Errc::not_found,
+                  fmt::format("folder {} does not exist; pass create: true to make it", path));
+    }
+    std::filesystem::create_directories(path, ec);
+    if (ec) return fail(Errc::io, fmt::format("cannot create folder {}: {}", path, ec.message()));
+  } else if (!std::filesystem::is_directory(status)) {
+    return fail(Errc::invalid_argument, fmt::format("{} is not a folder; a workspace is a folder", path));
+  }
+  std::string canonical = std::filesystem::canonical(path, ec).string();
+  if (ec) return fail(Errc::io, fmt::format("cannot resolve {}: {}", path, ec.message()));
+
+  OpenedWorkspace out;
+  auto rec = state.store().open_workspace(canonical, name, &out.is_new);
+  if (!rec) return std::unexpected(rec.error());
+  out.record = std::move(*rec);
+  auto ws = state.open_and_select(out.record.id, out.record.name, out.record.root);
+  if (!ws) return std::unexpected(ws.error());
+  out.workspace = std::move(*ws);
+  return out;
+}
+
+LoadedConfig load_config(const workspace::Root& root) {
+  LoadedConfig out;
+  out.source = "defaults";
+  auto fd = root.open("kiln.json", O_RDONLY);
+  if (!fd) {
+    if (fd.error().code != Errc::not_found) out.error = "kiln.json: " + fd.error().message;
+    return out;
+  }
+  std::string text;
+  char buf[16384];
+  ssize_t n;
+  while ((n = ::read(fd->get(), buf, sizeof buf)) > 0) {
+    text.append(buf, std::size_t(n));
+    if (text.size() > kMaxConfigBytes) {
+      out.error = "kiln.json: larger than 1 MiB; it is a small configuration file";
+      return out;
+    }
+  }
+  try {
+    auto j = nlohmann::json::parse(text);
+    if (!j.is_object()) {
+      out.error = "kiln.json: the top level must be a JSON object";
+      return out;
+    }
+    out.config = std::move(j);
+    out.source = "kiln.json";
+  } catch (const nlohmann::json::parse_error& e) {
+    out.error = fmt::format("kiln.json: invalid JSON at byte {}: {}", e.byte, e.what());
+  }
+  return out;
+}
+
+}  // namespace kiln::server
