@@ -74,7 +74,7 @@ std::string fix_failing_checks_text(const std::map<std::string, std::string>& ar
 }  // namespace
 
 MethodResult prompts_list(MethodEnv&, const json& params) {
-  auto cursor = protocol::decode_cursor(params);
+  auto cursor = protocol::cursor(params);
   if (!cursor) return std::unexpected(RpcError{protocol::kInvalidParams, cursor.error().message});
   if (*cursor) return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown cursor '" + **cursor + "'"});
   return json{{"prompts", prompt_definitions()}};

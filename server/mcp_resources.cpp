@@ -73,7 +73,7 @@ bool valid_utf8(std::string_view s) {
 }  // namespace
 
 MethodResult resources_list(MethodEnv& env, const json& params) {
-  auto cursor = protocol::decode_cursor(params);
+  auto cursor = protocol::cursor(params);
   if (!cursor) return std::unexpected(RpcError{protocol::kInvalidParams, cursor.error().message});
   std::size_t offset = 0;
   if (*cursor) {
@@ -105,7 +105,7 @@ MethodResult resources_list(MethodEnv& env, const json& params) {
 }
 
 MethodResult resources_templates_list(MethodEnv& env, const json& params) {
-  auto cursor = protocol::decode_cursor(params);
+  auto cursor = protocol::cursor(params);
   if (!cursor) return std::unexpected(RpcError{protocol::kInvalidParams, cursor.error().message});
   if (*cursor) return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown cursor '" + **cursor + "'"});
   json templates = json::array();

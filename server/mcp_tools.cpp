@@ -40,7 +40,7 @@ void notify_changed_paths(MethodEnv& env, const json& args, const json& structur
 }  // namespace
 
 MethodResult tools_list(MethodEnv& env, const json& params) {
-  auto cursor = protocol::decode_cursor(params);
+  auto cursor = protocol::cursor(params);
   if (!cursor) return std::unexpected(RpcError{protocol::kInvalidParams, cursor.error().message});
   if (*cursor) {
     // All tools fit on one page, so no cursor was ever handed out.

@@ -346,11 +346,12 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  void shutdown(std::chrono::milliseconds grace) {
+  bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
     std::unique_lock lock(inflight_mu);
     shutting_down = true;
+    if (inflight_cv.wait_for(lock, drain, [this] { return inflight.empty(); })) return true;
     for (auto& [key, req] : inflight) req->stop.request_stop();
-    inflight_cv.wait_for(lock, grace, [this] { return inflight.empty(); });
+    return inflight_cv.wait_for(lock, grace, [this] { return inflight.empty(); });
   }
 };
 
@@ -364,7 +365,7 @@ Session::Session(ServerContext& server, std::shared_ptr<Outbound> out)
 
 Session::~Session() {
   remove_client_log_sink(impl_->log_sink_id);
-  impl_->shutdown(std::chrono::milliseconds(0));
+  impl_->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
   impl_->pool.stop();
   impl_->pool.join();
 }
@@ -375,7 +376,9 @@ void Session::reject_unparsed(int code, const std::string& message) {
   impl_->send(proto::make_error(nullptr, code, message));
 }
 
-void Session::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
+bool Session::shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
+  return impl_->shutdown(drain, grace);
+}
 
 void Session::log_to_client(std::string_view level, std::string_view logger, std::string_view text) {
   impl_->log_to_client(level, logger, text);

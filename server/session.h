@@ -52,8 +52,9 @@ class Session {
   // (oversize, broken framing).
   void reject_unparsed(int code, const std::string& message);
 
-  // Cancels every request in flight and waits up to `grace` for handlers to return.
-  void shutdown(std::chrono::milliseconds grace);
+  // Stops taking requests, lets those in flight run for up to `drain`, then cancels the rest and
+  // waits up to `grace` more for their handlers to return. Returns whether all of them did.
+  bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace);
 
   // Sends notifications/message (if the client asked for logs at this level).
   void log_to_client(std::string_view level, std::string_view logger, std::string_view text);

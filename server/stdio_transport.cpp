@@ -125,7 +125,12 @@ int run_stdio(ServerContext& server, const StdioOptions& options) {
     stop->cv.wait(lock, [&] { return stop->stop; });
   }
   spdlog::debug("stopping: {}", stop->why);
-  session->shutdown(std::chrono::seconds(2));
+  // On end of input the client may still be reading answers to what it sent last (MCP clients
+  // wait about 2 s before SIGTERM), so requests in flight get a moment to finish; a signal
+  // means stop now.
+  bool eof = std::string_view(stop->why) == "end of input";
+  session->shutdown(eof ? std::chrono::milliseconds(1500) : std::chrono::milliseconds(0),
+                    std::chrono::milliseconds(500));
   spdlog::default_logger()->flush();
   // Handlers that ignored cancellation must not keep the process alive; everything durable is
   // already written, so leave without running destructors that would wait for them.

@@ -24,7 +24,8 @@ const nlohmann::json& tool_schema(const std::string& name) {
       if (!f.path.starts_with("tools/")) continue;
       auto j = nlohmann::json::parse(f.text, nullptr, false);
       if (j.is_discarded() || !j.is_object()) die("schemas/" + std::string(f.path) + " is not a JSON object");
-      out[j.value("name", "")] = std::move(j);
+      std::string name = j.value("name", "");
+      out[name] = std::move(j);
     }
     return out;
   }();
@@ -57,6 +58,15 @@ void ToolRegistry::add(const std::string& name, ToolHandler handler) {
   nlohmann::json def = tool_schema(name);
   check_definition(name, def);
   tools_[name] = ToolEntry{std::move(def), std::move(handler)};
+  order_.push_back(name);
+}
+
+void ToolRegistry::add_definition(nlohmann::json definition, ToolHandler handler) {
+  std::string name = definition.value("name", "");
+  if (name.empty()) die("a tool definition without a name");
+  if (tools_.contains(name)) die("tool '" + name + "' registered twice");
+  check_definition(name, definition);
+  tools_[name] = ToolEntry{std::move(definition), std::move(handler)};
   order_.push_back(name);
 }
 

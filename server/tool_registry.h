@@ -34,6 +34,8 @@ class ToolRegistry {
  public:
   // Registers `handler` under the schema file schemas/tools/<name>.json (embedded at build time).
   void add(const std::string& name, ToolHandler handler);
+  // Registers a tool whose definition is given directly (tests use it for probe tools).
+  void add_definition(nlohmann::json definition, ToolHandler handler);
   // Aborts the process with a message if any embedded tool schema lacks a handler or vice versa.
   void check_complete() const;
 

@@ -57,12 +57,20 @@ class Root {
   };
   Result<Parent> open_parent(std::string_view client_path, bool create_dirs = false) const;
 
+  // The normalised relative path of what `client_path` really names once symlinks inside the
+  // workspace are followed (a file tool writing "through" a link replaces the target, not the link).
+  Result<std::string> resolve(std::string_view client_path) const;
+
+  // Tests use this to exercise the per-component walk on kernels that do have openat2.
+  static void force_component_walk(bool on);
+
   Root(Root&&) noexcept = default;
   Root& operator=(Root&&) noexcept = default;
 
  private:
   Root() = default;
   std::string path_;
+  std::string alias_;  // the spelling the caller opened it by, when that differs from path_
   UniqueFd dir_;
 };
 
