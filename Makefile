@@ -1,0 +1,56 @@
+# Kiln's front door. On a fresh Debian 12 (as root or with sudo):
+#   make demo   installs what is missing, builds, runs an agent session against build/kiln
+#   make test   installs what is missing, builds, runs every test suite
+#   make bench  benchmarks against peers (not a test)
+# BUILD picks the build folder (default build/, configured by the CMake preset "default").
+
+BUILD ?= build
+JOBS ?= 2
+KILN := $(BUILD)/kiln
+KILN_ABS = $(abspath $(KILN))
+
+# ccache keeps its cache inside the build folder: nothing outside it that a fresh machine lacks.
+export CCACHE_DIR ?= $(abspath $(BUILD))/.ccache
+
+.PHONY: all help deps node-deps build test unit wire e2e demo bench clean
+
+all: build
+
+help:
+	@echo "make demo | make test | make build | make bench | make unit|wire|e2e | make clean   [BUILD=dir JOBS=n]"
+
+deps:
+	@scripts/install-deps.sh
+
+node-deps: deps
+	@scripts/npm-deps.sh tests
+
+build: deps
+ifeq ($(BUILD),build)
+	@test -f build/build.ninja || cmake --preset default
+	cmake --build --preset default
+else
+	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON
+	cmake --build $(BUILD) -j $(JOBS)
+endif
+
+test: build node-deps
+	@scripts/run-tests.sh $(BUILD)
+
+# One suite at a time, for development.
+unit: build
+	@scripts/run-tests.sh $(BUILD) unit
+wire: build node-deps
+	@scripts/run-tests.sh $(BUILD) wire
+e2e: build node-deps
+	@scripts/run-tests.sh $(BUILD) e2e
+
+demo: build node-deps
+	@KILN_BIN=$(KILN_ABS) node demo/agent.mjs
+
+bench: build node-deps
+	@scripts/npm-deps.sh bench
+	@KILN_BIN=$(KILN_ABS) KILN_BUILD=$(abspath $(BUILD)) node bench/run.mjs
+
+clean:
+	rm -rf $(BUILD)
