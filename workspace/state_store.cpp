@@ -93,11 +93,13 @@ Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& state_di
   sqlite3_busy_timeout(store->db_, 10000);
   // journal_mode=WAL persists in the file, so only a new database needs the switch (a write).
   if (auto r = store->exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"); !r) return std::unexpected(r.error());
+  bool wal = false;
   {
     Stmt mode(store->db_, "PRAGMA journal_mode");
-    if (!mode.ok() || mode.step() != SQLITE_ROW || mode.text(0) != "wal") {
-      if (auto r = store->exec("PRAGMA journal_mode=WAL;"); !r) return std::unexpected(r.error());
-    }
+    wal = mode.ok() && mode.step() == SQLITE_ROW && mode.text(0) == "wal";
+  }  // finalized here: the switch below cannot run inside the read's transaction
+  if (!wal) {
+    if (auto r = store->exec("PRAGMA journal_mode=WAL;"); !r) return std::unexpected(r.error());
   }
   if (auto r = store->migrate(); !r) return std::unexpected(r.error());
   return store;
@@ -121,10 +123,12 @@ Result<void> StateStore::migrate() {
   // Versioned with user_version so later layers add tables without touching existing ones. An
   // up-to-date database is only read here: a write (and its sync) on every start would cost
   // more than the rest of start-up together.
+  int version = 0;
   {
     Stmt ver(db_, "PRAGMA user_version");
-    if (ver.ok() && ver.step() == SQLITE_ROW && std::stoi(ver.text(0)) >= 1) return {};
+    if (ver.ok() && ver.step() == SQLITE_ROW) version = std::stoi(ver.text(0));
   }
+  if (version >= 1) return {};
   return exec(
       "BEGIN IMMEDIATE;"
       "CREATE TABLE IF NOT EXISTS workspaces ("

@@ -88,7 +88,9 @@ struct Fixture {
   std::atomic<bool> slow_saw_cancel{false};
 
   Fixture() {
-    store = std::move(*workspace::StateStore::open(state.path));
+    auto opened = workspace::StateStore::open(state.path);
+    REQUIRE_MESSAGE(opened.has_value(), (opened ? "" : opened.error().message));
+    store = std::move(*opened);
     server::register_workspace_tools(registry);
     server::register_file_tools(registry);
     server::register_search_tools(registry);
