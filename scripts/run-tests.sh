@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the test suites against an already built tree and closes with one line for the whole run:
-# "N passed, M failed". Usage: run-tests.sh BUILD [unit] [wire] [e2e]   (default: all three)
+# "N passed, M failed". Usage: run-tests.sh BUILD [unit] [wire] [e2e] [helper]   (default: all)
 # Every suite runs even when an earlier one failed; the exit status is non-zero if anything
 # failed or if no test ran at all.
 set -uo pipefail
@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 shift || true
 suites=("$@")
-((${#suites[@]})) || suites=(unit wire e2e)
+((${#suites[@]})) || suites=(unit wire e2e helper)
 
 cd "$root"
 build_abs=$(cd "$build" 2>/dev/null && pwd) || { echo "run-tests: no build folder '$build': run make build" >&2; exit 2; }
@@ -71,11 +71,54 @@ run_node() {
   fi
 }
 
+# The sandbox helper's own checks (tests/sandbox_helper/check_helper.py prints "PASS"/"FAIL" per
+# check and "N checks, F failed"), as the current user and, when that is root, also as an
+# unprivileged user, because users run Kiln that way.
+run_helper_as() {
+  local who=$1
+  shift
+  local log="$logs/helper-$who.log"
+  echo "-- kiln-sandbox checks as $who --"
+  "$@" env KILN_SANDBOX="$build_abs/kiln-sandbox" python3 tests/sandbox_helper/check_helper.py 2>&1 | tee "$log"
+  local line n f
+  line=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)
+  if [[ -z $line ]]; then
+    failed=$((failed + 1))
+    failures+=("helper as $who (no summary)")
+    return
+  fi
+  n=$(awk '{print $1}' <<<"$line")
+  f=$(awk '{print $3}' <<<"$line")
+  passed=$((passed + n - f))
+  failed=$((failed + f))
+  ((f == 0)) || failures+=("helper as $who")
+}
+
+run_helper() {
+  echo "== kiln-sandbox helper checks =="
+  if [[ ! -x $build_abs/kiln-sandbox ]]; then
+    failed=$((failed + 1))
+    failures+=("helper (no $build_abs/kiln-sandbox)")
+    return
+  fi
+  run_helper_as "$(id -un)"
+  if ((EUID == 0)); then
+    id kilntest >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin kilntest
+    # The unprivileged user must be able to reach the helper and the test scripts.
+    if setpriv --reuid kilntest --regid kilntest --init-groups test -x "$build_abs/kiln-sandbox" -a -r "$root/tests/sandbox_helper/check_helper.py"; then
+      run_helper_as kilntest setpriv --reuid kilntest --regid kilntest --init-groups --reset-env
+    else
+      echo "not run as kilntest: it cannot read $build_abs or $root (directory permissions); counted as not run"
+    fi
+  fi
+}
+
 for s in "${suites[@]}"; do
   case $s in
     unit) run_unit ;;
     wire) run_node wire wire ;;
     e2e) run_node e2e e2e ;;
+    helper) run_helper ;;
     *) echo "run-tests: unknown suite '$s'" >&2; exit 2 ;;
   esac
   echo

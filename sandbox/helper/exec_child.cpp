@@ -1,0 +1,83 @@
+// Exec child, in the order HELPER_PROTOCOL.md lists. No allocation here: everything was prepared
+// by the supervisor before fork. Any failure is written to the error pipe and the child exits 127.
+#include "sandbox/helper/exec_child.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "sandbox/helper/caps.h"
+#include "sandbox/helper/fd_util.h"
+
+extern char** environ;
+
+namespace kiln::helper {
+
+namespace {
+
+[[noreturn]] void die(int err_fd, const char* step, int err, const char* what) {
+  ChildError ce{};
+  ce.err = err;
+  std::snprintf(ce.step, sizeof ce.step, "%s", step);
+  std::snprintf(ce.message, sizeof ce.message, "%s: %s", what, std::strerror(err));
+  write_all(err_fd, &ce, sizeof ce);
+  ::_exit(127);
+}
+
+}  // namespace
+
+void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_fd) {
+  // pid 1 blocks SIGCHLD and ignores SIGPIPE; the command must start with the defaults.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+
+  for (int i = 0; i < 3; ++i)
+    if (::dup2(req.stdio[i], i) < 0) die(err_fd, "stdio", errno, "dup2");
+
+  if (req.cgroup_fd >= 0) {
+    int fd = ::openat(req.cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || !write_all(fd, "0", 1)) die(err_fd, "cgroup", errno, "joining the exec's cgroup");
+    ::close(fd);
+  }
+
+  if (req.setsid) {
+    if (::setsid() < 0) die(err_fd, "setsid", errno, "setsid");
+  } else if (::setpgid(0, 0) != 0) {
+    die(err_fd, "setsid", errno, "setpgid");
+  }
+
+  struct rlimit core {0, 0};
+  ::setrlimit(RLIMIT_CORE, &core);
+  for (const auto& l : req.rlimits) {
+    struct rlimit cur {};
+    ::getrlimit(l.resource, &cur);
+    rlim_t v = l.value;
+    if (cur.rlim_max != RLIM_INFINITY && v > cur.rlim_max) v = cur.rlim_max;  // raising needs init-ns caps
+    struct rlimit nl {v, v};
+    if (::setrlimit(l.resource, &nl) != 0) die(err_fd, "rlimits", errno, "setrlimit");
+  }
+
+  if (!drop_all_capabilities()) die(err_fd, "caps", errno, "dropping capabilities");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(err_fd, "no_new_privs", errno, "PR_SET_NO_NEW_PRIVS");
+  if (!landlock_enforce(ctx.landlock)) die(err_fd, "landlock", errno, "landlock_restrict_self");
+  if (!seccomp_enforce(ctx.seccomp)) die(err_fd, "seccomp", errno, "loading the seccomp filter");
+
+  close_fds_except(&err_fd, 1);
+  if (::chdir(req.cwd.c_str()) != 0) die(err_fd, "cwd", errno, req.cwd.c_str());
+
+  // execvpe looks PATH up in `environ`, which must be the command's, not the helper's.
+  environ = const_cast<char**>(req.env_ptrs.data());
+  ::execvpe(req.argv[0].c_str(), const_cast<char* const*>(req.argv_ptrs.data()),
+            const_cast<char* const*>(req.env_ptrs.data()));
+  die(err_fd, "exec", errno, req.argv[0].c_str());
+}
+
+}  // namespace kiln::helper

@@ -1,0 +1,233 @@
+// Mount construction in the bubblewrap style: a tmpfs base, pivot into it so the host tree sits at
+// /oldroot, build /newroot from binds of /oldroot, pivot again and detach. Binds are recursive and
+// then made read-only recursively with mount_setattr(2), so no submount stays writable.
+#include "sandbox/helper/mounts.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace kiln::helper {
+
+namespace {
+
+const char* kStep = "mounts";
+
+enum class Kind { bind_dir, bind_file, symlink, workspace, tmp, dev, proc };
+
+struct Entry {
+  std::string path;    // inside
+  std::string source;  // host path (resolved parent + name); for symlink, the link target
+  Kind kind;
+};
+
+bool mkdir_p(const std::string& path, StepError& e) {
+  std::size_t pos = 1;
+  while (pos <= path.size()) {
+    std::size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    std::string prefix = path.substr(0, next);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return fail_errno(e, kStep, "creating mount point " + prefix);
+    pos = next + 1;
+  }
+  return true;
+}
+
+std::string parent_of(const std::string& p) {
+  auto slash = p.rfind('/');
+  return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+bool under(const std::string& p, const std::string& dir) {
+  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+// mount_setattr only adds flags, so flags the kernel locked on the host's mount stay as they are;
+// the remount fallback (kernels before 5.12) must repeat them itself or get EPERM.
+bool restrict_mount(const std::string& dst, std::uint64_t attrs, bool recursive, StepError& e) {
+  struct mount_attr attr {};
+  attr.attr_set = attrs;
+  unsigned flags = AT_SYMLINK_NOFOLLOW | (recursive ? AT_RECURSIVE : 0);
+  if (::syscall(SYS_mount_setattr, AT_FDCWD, dst.c_str(), flags, &attr, sizeof attr) == 0) return true;
+  if (errno != ENOSYS) return fail_errno(e, kStep, "mount_setattr " + dst);
+  struct statvfs sv {};
+  if (::statvfs(dst.c_str(), &sv) != 0) return fail_errno(e, kStep, "statvfs " + dst);
+  unsigned long mf = MS_REMOUNT | MS_BIND;
+  if (attrs & MOUNT_ATTR_RDONLY) mf |= MS_RDONLY;
+  if ((attrs & MOUNT_ATTR_NOSUID) || (sv.f_flag & ST_NOSUID)) mf |= MS_NOSUID;
+  if ((attrs & MOUNT_ATTR_NODEV) || (sv.f_flag & ST_NODEV)) mf |= MS_NODEV;
+  if ((attrs & MOUNT_ATTR_NOEXEC) || (sv.f_flag & ST_NOEXEC)) mf |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) mf |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) mf |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) mf |= MS_RELATIME;
+  if (::mount(nullptr, dst.c_str(), nullptr, mf, nullptr) != 0) return fail_errno(e, kStep, "remounting " + dst);
+  return true;
+}
+
+bool bind(const std::string& src, const std::string& dst, bool is_dir, std::uint64_t attrs, StepError& e) {
+  if (is_dir) {
+    if (!mkdir_p(dst, e)) return false;
+  } else {
+    if (!mkdir_p(parent_of(dst), e)) return false;
+    int fd = ::open(dst.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return fail_errno(e, kStep, "creating mount point " + dst);
+    ::close(fd);
+  }
+  if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+    return fail_errno(e, kStep, "bind " + src.substr(8) + " -> " + dst.substr(8));
+  return restrict_mount(dst, attrs, true, e);
+}
+
+bool mount_tmpfs(const std::string& dst, const std::string& opts, unsigned long flags, StepError& e) {
+  if (!mkdir_p(dst, e)) return false;
+  if (::mount("tmpfs", dst.c_str(), "tmpfs", flags, opts.c_str()) != 0)
+    return fail_errno(e, kStep, "mounting tmpfs on " + (dst.size() > 8 ? dst.substr(8) : dst));
+  return true;
+}
+
+bool build_dev(MountReport& report, unsigned shm_mb, StepError& e) {
+  if (!mount_tmpfs("/newroot/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC, e)) return false;
+  static const char* const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+  for (const char* n : nodes) {
+    std::string src = std::string("/oldroot/dev/") + n;
+    struct stat st {};
+    if (::stat(src.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+    std::string dst = std::string("/newroot/dev/") + n;
+    int fd = ::open(dst.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return fail_errno(e, kStep, "creating /dev/" + std::string(n));
+    ::close(fd);
+    if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0)
+      return fail_errno(e, kStep, "bind /dev/" + std::string(n));
+    if (!restrict_mount(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false, e)) return false;
+    report.dev_nodes.push_back(std::string("/dev/") + n);
+  }
+  static const char* const links[][2] = {{"/proc/self/fd", "fd"},
+                                         {"/proc/self/fd/0", "stdin"},
+                                         {"/proc/self/fd/1", "stdout"},
+                                         {"/proc/self/fd/2", "stderr"}};
+  for (const auto& l : links) {
+    std::string dst = std::string("/newroot/dev/") + l[1];
+    if (::symlink(l[0], dst.c_str()) != 0) return fail_errno(e, kStep, "symlink /dev/" + std::string(l[1]));
+  }
+  return mount_tmpfs("/newroot/dev/shm", "mode=1777,size=" + std::to_string(shm_mb) + "m",
+                     MS_NOSUID | MS_NODEV | MS_NOEXEC, e);
+}
+
+}  // namespace
+
+bool build_root(const Spec& spec, MountReport& report, StepError& e) {
+  // Resolve in the host's view first: parents through their symlinks (so /lib -> usr/lib and the
+  // like cost nothing later), the last component as it is (a symlink is recreated, not followed).
+  std::vector<Entry> entries;
+  for (const auto& p : spec.ro_binds) {
+    if (under(p, "/proc") || under(p, "/dev") || p == "/tmp")
+      return fail_plain(e, kStep, "ro_binds entry " + p + " would replace the sandbox's own /proc, /dev or /tmp");
+    char real[PATH_MAX];
+    if (::realpath(parent_of(p).c_str(), real) == nullptr) {
+      if (errno == ENOENT || errno == ENOTDIR) {
+        report.skipped.push_back(p);
+        continue;
+      }
+      return fail_errno(e, kStep, "resolving " + p);
+    }
+    std::string src = std::string(real) + (std::string(real) == "/" ? "" : "/") + p.substr(p.rfind('/') + 1);
+    struct stat st {};
+    if (::lstat(src.c_str(), &st) != 0) {
+      if (errno == ENOENT) {
+        report.skipped.push_back(p);
+        continue;
+      }
+      return fail_errno(e, kStep, "lstat " + src);
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = ::readlink(src.c_str(), target, sizeof target - 1);
+      if (n < 0) return fail_errno(e, kStep, "readlink " + src);
+      entries.push_back({p, std::string(target, static_cast<std::size_t>(n)), Kind::symlink});
+    } else {
+      entries.push_back({p, src, S_ISDIR(st.st_mode) ? Kind::bind_dir : Kind::bind_file});
+    }
+  }
+  const std::string& ws = spec.workspace;
+  if (ws == "/tmp" || ws == "/dev/shm" || under(ws, "/proc") || under(ws, "/dev"))
+    return fail_plain(e, kStep, "the workspace cannot be " + ws + ": it would replace a private sandbox mount");
+  entries.push_back({"/tmp", "", Kind::tmp});
+  entries.push_back({"/dev", "", Kind::dev});
+  entries.push_back({"/proc", "", Kind::proc});
+  entries.push_back({ws, ws, Kind::workspace});
+  // Parents before children, so a workspace under /tmp or /home lands on top of what holds it.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.path < b.path; });
+
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return fail_errno(e, kStep, "making / private");
+  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") != 0)
+    return fail_errno(e, kStep, "mounting the base tmpfs on /tmp");
+  if (::mkdir("/tmp/newroot", 0755) != 0 || ::mkdir("/tmp/oldroot", 0755) != 0)
+    return fail_errno(e, kStep, "creating /tmp/newroot");
+  if (::mount("tmpfs", "/tmp/newroot", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+    return fail_errno(e, kStep, "mounting the root tmpfs");
+  if (::syscall(SYS_pivot_root, "/tmp", "/tmp/oldroot") != 0) return fail_errno(e, kStep, "pivot_root to the base tmpfs");
+  if (::chdir("/") != 0) return fail_errno(e, kStep, "chdir /");
+
+  const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  for (const auto& en : entries) {
+    std::string dst = "/newroot" + en.path;
+    switch (en.kind) {
+      case Kind::symlink:
+        if (!mkdir_p(parent_of(dst), e)) return false;
+        if (::symlink(en.source.c_str(), dst.c_str()) != 0 && errno != EEXIST)
+          return fail_errno(e, kStep, "symlink " + en.path);
+        break;
+      case Kind::bind_dir:
+      case Kind::bind_file:
+        if (!bind("/oldroot" + en.source, dst, en.kind == Kind::bind_dir, ro, e)) return false;
+        report.ro.push_back({en.path, en.kind == Kind::bind_dir});
+        break;
+      case Kind::workspace: {
+        std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        if (!spec.workspace_writable) attrs |= MOUNT_ATTR_RDONLY;
+        if (!bind("/oldroot" + en.source, dst, true, attrs, e)) return false;
+        break;
+      }
+      case Kind::tmp:
+        if (!mount_tmpfs(dst, "mode=1777,size=" + std::to_string(spec.tmp_size_mb) + "m", MS_NOSUID | MS_NODEV, e))
+          return false;
+        break;
+      case Kind::dev:
+        if (!build_dev(report, spec.tmp_size_mb, e)) return false;
+        break;
+      case Kind::proc:
+        if (!mkdir_p(dst, e)) return false;
+        if (::mount("proc", dst.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+          return fail_errno(e, kStep, "mounting a new /proc",
+                            errno == EPERM ? "the kernel refuses a new /proc in a user namespace when the host's "
+                                             "/proc is partly hidden (a container runtime masking /proc paths); "
+                                             "run Kiln outside such a container or with --privileged"
+                                           : "");
+        break;
+    }
+  }
+  // Nothing but the mounts above may be written: the root and /dev skeletons become read-only.
+  if (!restrict_mount("/newroot/dev", MOUNT_ATTR_RDONLY, false, e)) return false;
+  if (!restrict_mount("/newroot", MOUNT_ATTR_RDONLY, false, e)) return false;
+  return true;
+}
+
+bool enter_root(StepError& e) {
+  // pivot_root(".", ".") stacks the old root on top of the new one; detaching it leaves only ours.
+  if (::chdir("/newroot") != 0) return fail_errno(e, "pivot_root", "chdir /newroot");
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) return fail_errno(e, "pivot_root", "pivot_root");
+  if (::umount2(".", MNT_DETACH) != 0) return fail_errno(e, "pivot_root", "detaching the old root");
+  if (::chdir("/") != 0) return fail_errno(e, "pivot_root", "chdir /");
+  return true;
+}
+
+}  // namespace kiln::helper

@@ -1,0 +1,99 @@
+// The shepherd blocks in wait4, which pid 1 must never do; it reports the command's own exit and
+// rusage at once, then lingers only while background processes of the exec are alive.
+#include "sandbox/helper/shepherd.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/helper/exec_child.h"
+#include "sandbox/helper/fd_util.h"
+
+namespace kiln::helper {
+
+void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_fd) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  ::prctl(PR_SET_NAME, "kiln-exec", 0, 0, 0);
+  const int keep[] = {report_fd, req.stdio[0], req.stdio[1], req.stdio[2], req.cgroup_fd, ctx.landlock.fd};
+  close_fds_except(keep, 6);
+
+  ShepherdReport rep{};
+  int errp[2];
+  if (::pipe2(errp, O_CLOEXEC) != 0) {
+    rep.kind = ReportKind::failed;
+    rep.err = errno;
+    std::strncpy(rep.step, "fork", sizeof rep.step - 1);
+    std::strncpy(rep.message, "pipe2 for the exec child failed", sizeof rep.message - 1);
+    write_all(report_fd, &rep, sizeof rep);
+    ::_exit(1);
+  }
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(errp[0]);
+    run_exec_child(req, ctx, errp[1]);
+  }
+  int fork_errno = errno;
+  ::close(errp[1]);
+  for (int f : req.stdio)
+    if (f >= 0) ::close(f);
+  if (req.cgroup_fd >= 0) ::close(req.cgroup_fd);
+  if (ctx.landlock.fd >= 0) ::close(ctx.landlock.fd);
+  if (child < 0) {
+    rep.kind = ReportKind::failed;
+    rep.err = fork_errno;
+    std::strncpy(rep.step, "fork", sizeof rep.step - 1);
+    std::snprintf(rep.message, sizeof rep.message, "fork: %s", std::strerror(fork_errno));
+    write_all(report_fd, &rep, sizeof rep);
+    ::_exit(1);
+  }
+
+  ChildError ce{};
+  ssize_t n;
+  do {
+    n = ::read(errp[0], &ce, sizeof ce);
+  } while (n < 0 && errno == EINTR);
+  ::close(errp[0]);
+  bool failed = n == static_cast<ssize_t>(sizeof ce);
+  if (failed) {
+    rep.kind = ReportKind::failed;
+    rep.pid = child;
+    rep.err = ce.err;
+    std::memcpy(rep.step, ce.step, sizeof rep.step);
+    std::memcpy(rep.message, ce.message, sizeof rep.message);
+    rep.step[sizeof rep.step - 1] = '\0';
+    rep.message[sizeof rep.message - 1] = '\0';
+  } else {
+    rep.kind = ReportKind::started;
+    rep.pid = child;
+  }
+  write_all(report_fd, &rep, sizeof rep);
+
+  for (;;) {
+    int status = 0;
+    struct rusage ru {};
+    pid_t r = ::wait4(-1, &status, 0, &ru);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: the exec and everything it left behind are gone
+    }
+    if (r == child && !failed) {
+      ShepherdReport ex{};
+      ex.kind = ReportKind::exited;
+      ex.pid = child;
+      ex.wait_status = status;
+      ex.user_us = static_cast<std::int64_t>(ru.ru_utime.tv_sec) * 1000000 + ru.ru_utime.tv_usec;
+      ex.sys_us = static_cast<std::int64_t>(ru.ru_stime.tv_sec) * 1000000 + ru.ru_stime.tv_usec;
+      ex.maxrss_kb = ru.ru_maxrss;
+      write_all(report_fd, &ex, sizeof ex);
+    }
+  }
+  ::_exit(0);
+}
+
+}  // namespace kiln::helper

@@ -1,0 +1,34 @@
+// The sandbox spec kiln writes to the spec fd (HELPER_PROTOCOL.md, "Spec"), parsed strictly: an
+// unknown field or a wrong type is refused, since a typo must not quietly weaken the isolation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sandbox/helper/step_error.h"
+
+namespace kiln::helper {
+
+enum class Network { none, loopback, host };
+
+struct Spec {
+  std::string id;
+  std::string workspace;  // realpath'd on parse
+  bool workspace_writable = true;
+  std::vector<std::string> ro_binds;
+  Network network = Network::none;
+  std::string hostname = "kiln";
+  unsigned tmp_size_mb = 512;
+  long uid = -1;  // ids inside the sandbox; -1 means "the caller's own"
+  long gid = -1;
+  std::vector<std::string> cgroups;
+  bool seccomp = true;
+  bool landlock = true;
+};
+
+bool parse_spec(const std::string& text, Spec& spec, StepError& e);
+const char* network_name(Network n);
+// Absolute, no "..", "." or empty components, no NUL: the only paths the helper will mount.
+bool is_clean_abs_path(const std::string& p);
+
+}  // namespace kiln::helper

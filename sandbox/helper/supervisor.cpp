@@ -1,0 +1,274 @@
+// Single-threaded poll loop: control socket, a signalfd for SIGCHLD and one report pipe per live
+// exec. Nothing here blocks on a child: waiting is the shepherds' job.
+#include "sandbox/helper/supervisor.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "sandbox/helper/control.h"
+#include "sandbox/helper/proc_tree.h"
+#include "sandbox/helper/shepherd.h"
+#include "sandbox/helper/status.h"
+
+namespace kiln::helper {
+
+namespace {
+
+struct ExecRecord {
+  nlohmann::json id;
+  pid_t shepherd = -1;
+  pid_t child = -1;
+  int report_fd = -1;
+  bool exited = false;
+  bool failed = false;
+};
+
+class Supervisor {
+ public:
+  Supervisor(const SandboxContext& ctx, int control_fd) : ctx_(ctx), control_(control_fd), out_(control_fd) {}
+  [[noreturn]] void run();
+
+ private:
+  void on_control();
+  void handle(ControlMessage& msg);
+  void start_exec(const nlohmann::json& j, ControlMessage& msg);
+  void kill_exec(const nlohmann::json& j);
+  void reap();
+  void read_reports(ExecRecord& rec);
+  void error(const nlohmann::json& id, const std::string& step, int err, const std::string& message);
+  [[noreturn]] void shutdown(int code);
+
+  const SandboxContext& ctx_;
+  int control_;
+  ControlOut out_;
+  int sigfd_ = -1;
+  std::map<std::string, ExecRecord> execs_;  // keyed by the id's JSON text
+};
+
+void Supervisor::error(const nlohmann::json& id, const std::string& step, int err, const std::string& message) {
+  nlohmann::json j = {{"op", "error"}, {"id", id}, {"step", step}, {"errno", err}, {"error", message}};
+  out_.send(dump_json(j));
+}
+
+void Supervisor::shutdown(int code) {
+  // pid 1 exiting would kill the namespace anyway; kill(-1) first makes it immediate.
+  ::kill(-1, SIGKILL);
+  out_.flush();
+  ::_exit(code);
+}
+
+void Supervisor::run() {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigfd_ = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd_ < 0) shutdown(125);
+  std::vector<pollfd> pfds;
+  std::vector<std::string> keys;
+  for (;;) {
+    pfds.clear();
+    keys.clear();
+    pfds.push_back({control_, static_cast<short>(POLLIN | (out_.pending() ? POLLOUT : 0)), 0});
+    pfds.push_back({sigfd_, POLLIN, 0});
+    for (auto& [key, rec] : execs_)
+      if (rec.report_fd >= 0) {
+        pfds.push_back({rec.report_fd, POLLIN, 0});
+        keys.push_back(key);
+      }
+    int n = ::poll(pfds.data(), pfds.size(), -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      shutdown(125);
+    }
+    if (pfds[1].revents & POLLIN) reap();
+    for (std::size_t i = 2; i < pfds.size(); ++i) {
+      if (!pfds[i].revents) continue;
+      auto it = execs_.find(keys[i - 2]);
+      if (it != execs_.end()) read_reports(it->second);
+    }
+    if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) on_control();
+    if (!out_.flush()) shutdown(0);
+  }
+}
+
+void Supervisor::on_control() {
+  for (;;) {
+    ControlMessage msg;
+    switch (recv_control(control_, msg)) {
+      case RecvResult::again: return;
+      case RecvResult::eof:
+      case RecvResult::error: shutdown(0);
+      case RecvResult::ok: handle(msg); break;
+    }
+  }
+}
+
+void Supervisor::handle(ControlMessage& msg) {
+  auto close_all = [&] {
+    for (int f : msg.fds) ::close(f);
+    msg.fds.clear();
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(msg.data);
+  } catch (const std::exception& ex) {
+    close_all();
+    error(nullptr, "request", EINVAL, std::string("request is not valid JSON: ") + ex.what());
+    return;
+  }
+  nlohmann::json id = j.is_object() && j.contains("id") ? j["id"] : nlohmann::json();
+  std::string op = j.is_object() && j.contains("op") && j["op"].is_string() ? j["op"].get<std::string>() : "";
+  if (op == "exec") {
+    start_exec(j, msg);
+  } else if (op == "kill") {
+    close_all();
+    kill_exec(j);
+  } else if (op == "shutdown") {
+    close_all();
+    shutdown(0);
+  } else {
+    close_all();
+    error(id, "request", EINVAL, "unknown op '" + op + "'");
+  }
+}
+
+void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
+  ExecRequest req;
+  req.id = j.contains("id") ? j["id"] : nlohmann::json();
+  std::string key = dump_json(req.id);
+  auto reject = [&](const std::string& text) {
+    for (int f : msg.fds) ::close(f);
+    msg.fds.clear();
+    error(req.id, "request", EINVAL, text);
+  };
+  if (!(req.id.is_number_integer() || req.id.is_string())) return reject("exec needs an integer or string id");
+  if (execs_.count(key)) return reject("exec id " + key + " is still running");
+  if (msg.fds_truncated || (msg.fds.size() != 3 && msg.fds.size() != 4))
+    return reject("exec needs exactly 3 fds (stdin, stdout, stderr) and optionally a cgroup folder fd, got " +
+                  std::to_string(msg.fds.size()));
+  std::string err;
+  if (!parse_exec(j, ctx_.spec->workspace, req, err)) return reject(err);
+  for (int i = 0; i < 3; ++i) req.stdio[i] = msg.fds[static_cast<std::size_t>(i)];
+  if (msg.fds.size() == 4) req.cgroup_fd = msg.fds[3];
+  msg.fds.clear();
+
+  int rp[2];
+  if (::pipe2(rp, O_CLOEXEC) != 0) {
+    int e = errno;
+    req.close_fds();
+    return error(req.id, "fork", e, std::string("pipe2: ") + std::strerror(e));
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(rp[0]);
+    run_shepherd(req, ctx_, rp[1]);
+  }
+  int e = errno;
+  ::close(rp[1]);
+  req.close_fds();
+  if (pid < 0) {
+    ::close(rp[0]);
+    return error(req.id, "fork", e, std::string("fork: ") + std::strerror(e));
+  }
+  ::fcntl(rp[0], F_SETFL, O_NONBLOCK);
+  ExecRecord rec;
+  rec.id = req.id;
+  rec.shepherd = pid;
+  rec.report_fd = rp[0];
+  execs_.emplace(key, std::move(rec));
+}
+
+void Supervisor::kill_exec(const nlohmann::json& j) {
+  nlohmann::json id = j.contains("id") ? j["id"] : nlohmann::json();
+  int sig = SIGKILL;
+  if (j.contains("signal")) {
+    if (!j["signal"].is_number_integer() || j["signal"].get<long>() < 1 || j["signal"].get<long>() >= NSIG)
+      return error(id, "kill", EINVAL, "signal must be a signal number");
+    sig = j["signal"].get<int>();
+  }
+  auto it = execs_.find(dump_json(id));
+  if (it == execs_.end()) return error(id, "kill", ESRCH, "no running exec with id " + dump_json(id));
+  ExecRecord& rec = it->second;
+  // Once the command itself is reaped its pid may be reused, so its session no longer names it.
+  signal_exec_tree(rec.shepherd, rec.exited ? 0 : rec.child, sig);
+}
+
+void Supervisor::read_reports(ExecRecord& rec) {
+  for (;;) {
+    ShepherdReport rep{};
+    ssize_t n = ::read(rec.report_fd, &rep, sizeof rep);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n != static_cast<ssize_t>(sizeof rep)) {  // EOF (shepherd gone) or a torn write
+      ::close(rec.report_fd);
+      rec.report_fd = -1;
+      return;
+    }
+    rep.step[sizeof rep.step - 1] = '\0';
+    rep.message[sizeof rep.message - 1] = '\0';
+    switch (rep.kind) {
+      case ReportKind::started:
+        rec.child = rep.pid;
+        out_.send(dump_json({{"op", "started"}, {"id", rec.id}, {"pid", rep.pid}}));
+        break;
+      case ReportKind::failed:
+        rec.failed = true;
+        error(rec.id, rep.step, rep.err, rep.message);
+        break;
+      case ReportKind::exited: {
+        rec.exited = true;
+        int st = rep.wait_status;
+        int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + sig;
+        out_.send(dump_json({{"op", "exited"},
+                             {"id", rec.id},
+                             {"exit_code", code},
+                             {"signal", sig},
+                             {"user_ms", rep.user_us / 1000},
+                             {"sys_ms", rep.sys_us / 1000},
+                             {"maxrss_kb", rep.maxrss_kb}}));
+        break;
+      }
+    }
+  }
+}
+
+void Supervisor::reap() {
+  signalfd_siginfo si;
+  while (::read(sigfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+  }
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (auto it = execs_.begin(); it != execs_.end(); ++it) {
+      ExecRecord& rec = it->second;
+      if (rec.shepherd != pid) continue;
+      // The shepherd is dead, so everything it wrote is already in the pipe.
+      if (rec.report_fd >= 0) read_reports(rec);
+      if (rec.report_fd >= 0) ::close(rec.report_fd);
+      if (!rec.exited && !rec.failed)
+        error(rec.id, "supervise", 0, "the exec's shepherd process died before the command exited");
+      execs_.erase(it);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void run_supervisor(const SandboxContext& ctx, int control_fd) {
+  Supervisor s(ctx, control_fd);
+  s.run();
+}
+
+}  // namespace kiln::helper

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+# Hand-run checks of kiln-sandbox against the attacks in shared/SANDBOX_CASES.md that the helper
+# alone answers for; prints PASS/FAIL per check and the start/exec timings. Run as root and as an
+# unprivileged user (the workspace must belong to the user running it).
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_helper import Helper, SetupFailed  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = "/usr/bin/python3"
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append((name, bool(ok)))
+    print("%s  %s%s" % ("PASS" if ok else "FAIL", name, ("  -- " + detail) if (detail and not ok) else ""))
+    sys.stdout.flush()
+
+
+def pgrep(pattern):
+    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    return [int(p) for p in r.stdout.split()]
+
+
+def wait_gone(pattern, seconds=3.0):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if not pgrep(pattern):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def dead(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def main():
+    ws = tempfile.mkdtemp(prefix="kiln-helper-check-")
+    home = os.path.expanduser("~")
+    # A host secret and a link to it planted in the workspace (cases 1 and 3).
+    secret_dir = os.path.join(home, ".ssh")
+    os.makedirs(secret_dir, exist_ok=True)
+    secret = os.path.join(secret_dir, "kiln_probe_secret")
+    with open(secret, "w") as f:
+        f.write("TOPSECRET\n")
+    os.symlink(secret, os.path.join(ws, "planted_link"))
+    probe = os.path.join(ws, "probe")
+    subprocess.run(["cc", "-O1", "-o", probe, os.path.join(HERE, "syscall_probe.c")], check=True)
+    os.environ["KILN_HOST_SECRET_PROBE"] = "leaky"
+
+    h = Helper(ws)
+    try:
+        status = h.start()
+    except SetupFailed as e:
+        print("setup failed:", json.dumps(e.lines))
+        return 1
+    check("status lines name every step in order",
+          [s["step"] for s in status] == ["spec", "pdeathsig", "cgroup", "userns", "namespaces", "fork_init", "mounts",
+                                          "pivot_root", "network", "hostname", "landlock", "seccomp", "ready"],
+          json.dumps(status))
+
+    r = h.run(["/bin/true"])
+    check("/bin/true exits 0", r["exit_code"] == 0, json.dumps(r))
+    r = h.run(["id", "-u"])
+    check("id -u is the caller's uid", r["stdout"].strip() == str(os.getuid()), r["stdout"] + r["stderr"])
+    r = h.sh("grep -E 'NoNewPrivs|Cap|Seccomp:' /proc/self/status")
+    lines = dict(l.split(":\t") for l in r["stdout"].strip().splitlines())
+    check("NoNewPrivs 1, every Cap* 0, seccomp filter on",
+          lines.get("NoNewPrivs") == "1" and lines.get("Seccomp") == "2" and
+          all(int(v, 16) == 0 for k, v in lines.items() if k.startswith("Cap")), r["stdout"])
+    r = h.sh("ls /root; ls %s; ls /home; cat %s; cat planted_link; cat /etc/shadow" % (home, secret))
+    check("host home, /root, secrets and planted links unreadable",
+          "TOPSECRET" not in r["stdout"] and r["stdout"].strip() in ("", ws.split("/")[1]), r["stdout"] + r["stderr"])
+    r = h.sh("ln -s %s mylink; cat mylink; ln /etc/passwd hard 2>&1; echo rc=$?" % secret)
+    check("symlink made inside and hard link to outside fail", "TOPSECRET" not in r["stdout"] and
+          not os.path.exists(os.path.join(ws, "hard")), r["stdout"] + r["stderr"])
+    r = h.sh("echo x > /usr/kiln_probe; echo x > /kiln_probe; echo x > /etc/kiln_probe; "
+             "echo x > /tmp/kiln_outside_probe && echo tmp-ok; echo x > inside_probe && echo ws-ok")
+    check("writes outside the workspace fail; /tmp is private",
+          "tmp-ok" in r["stdout"] and not os.path.exists("/tmp/kiln_outside_probe") and
+          not os.path.exists("/usr/kiln_probe") and not os.path.exists("/kiln_probe"), r["stdout"] + r["stderr"])
+    check("workspace writes land on the host", os.path.exists(os.path.join(ws, "inside_probe")))
+    r = h.sh("ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '; echo; ps -eo pid,comm")
+    pids = [int(p) for p in r["stdout"].split("\n")[0].split()]
+    check("/proc shows only sandbox processes", len(pids) < 8 and os.getpid() not in pids,
+          r["stdout"])
+    r = h.sh("for f in /proc/1/fd/* /proc/2/fd/*; do cat $f < /dev/null; readlink $f; done; cat /proc/1/environ; ls /proc/1/root/; cat /proc/1/maps | head -1; "
+             "cat /proc/2/environ")
+    check("pid 1 and the shepherd: fd targets, environ, root, maps closed",
+          r["stdout"].strip() == "", r["stdout"] + r["stderr"])
+    r = h.run(["/usr/bin/env"], env={"PATH": "/usr/bin:/bin", "ONLY": "1"})
+    check("host environment not visible", "KILN_HOST_SECRET_PROBE" not in r["stdout"] and "ONLY=1" in r["stdout"],
+          r["stdout"])
+    r = h.run(["./probe"])
+    rows = {l.split()[0]: (int(l.split()[1]), int(l.split()[2])) for l in r["stdout"].splitlines()}
+    bad = [k for k, (rc, err) in rows.items()
+           if not (k.endswith("_ok") and rc >= 0) and not (k == "clone3" and err == 38)
+           and not (not k.endswith("_ok") and k != "clone3" and rc == -1 and err == 1)]
+    check("seccomp: ptrace/unshare/mount/io_uring/bpf/keyctl/userfaultfd/perf/TIOCSTI... EPERM, clone3 ENOSYS",
+          not bad and len(rows) > 30, "unexpected: %s" % bad)
+    r = h.run(["./probe", "x32"])
+    check("x32 syscall ABI kills the process", r["signal"] == signal.SIGSYS, json.dumps(r["report"]))
+    r = h.run(["./probe", "int80"])
+    check("int 0x80 (i386 ABI) does not run", "int80_getpid" not in r["stdout"] and r["signal"] in (
+        signal.SIGSYS, signal.SIGSEGV), json.dumps(r["report"]))
+    r = h.run(["./probe", "ptrace_parent"])
+    check("ptrace of pid 1 refused", "ptrace_attach_pid1 -1 1" in r["stdout"], r["stdout"])
+
+    # Network none: a host listener on loopback must be unreachable.
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(1)
+    port = lst.getsockname()[1]
+    r = h.run([PY, "-c", "import socket; socket.create_connection(('127.0.0.1', %d), timeout=2); print('CONNECTED')"
+               % port])
+    check("network none: host loopback listener unreachable", "CONNECTED" not in r["stdout"], r["stdout"] + r["stderr"])
+    r = h.run([PY, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), timeout=2); print('CONNECTED')"])
+    check("network none: no egress", "CONNECTED" not in r["stdout"], r["stdout"] + r["stderr"])
+
+    # Host processes: kill -1 inside must not reach them.
+    host_sleep = subprocess.Popen(["sleep", "4343"])
+    r = h.sh("kill -9 -1; echo survived")
+    time.sleep(0.1)
+    check("kill -1 does not reach host processes", host_sleep.poll() is None)
+    host_sleep.kill()
+    r = h.run(["/bin/true"])
+    check("helper still serves after kill -1 inside", r["exit_code"] == 0, json.dumps(r))
+
+    # Background processes survive between execs.
+    r = h.sh("sleep 300 >/dev/null 2>&1 & echo $! > /tmp/bg.pid")
+    r = h.sh("kill -0 $(cat /tmp/bg.pid) && echo alive")
+    check("background process keeps running between execs", "alive" in r["stdout"], r["stdout"] + r["stderr"])
+
+    # Kill op: whole tree incl. setsid and double fork.
+    id_, out, err, first = h.spawn(["/bin/sh", "-c", "setsid sh -c 'sleep 4545 & sleep 4546' & setsid -f sleep 4547; "
+                                    "sleep 4548"])
+    time.sleep(0.3)
+    alive_before = len(pgrep("^sleep 454"))
+    h.kill(id_)
+    ex = h.wait_for(id_, ("exited",), 10)
+    check("kill op kills the tree (setsid, double fork)", alive_before == 4 and wait_gone("^sleep 454"),
+          "before=%d after=%s" % (alive_before, pgrep("^sleep 454")))
+    id2, out, err, first = h.spawn(["/bin/sh", "-c", "setsid -f sleep 4647; exit 0"])
+    h.wait_for(id2, ("exited",), 10)
+    time.sleep(0.1)
+    h.kill(id2)
+    check("kill op after the command exited still finds its leftovers", wait_gone("^sleep 4647"), str(pgrep("^sleep 4647")))
+
+    r = h.run(["/no/such/binary"])
+    check("exec of a missing binary is an error with errno", r.get("error", {}).get("errno") == 2, json.dumps(r))
+    r = h.run(["cat"], stdin=b"hello stdin")
+    check("stdin is passed", r["stdout"] == "hello stdin", json.dumps(r))
+    r = h.run(["sh", "-c", "ulimit -t; ulimit -n"], rlimits={"cpu_s": 7, "nofile": 99})
+    check("rlimits applied", r["stdout"].split() == ["7", "99"], r["stdout"])
+
+    # Two helpers: private /tmp each.
+    h.sh("echo a > /tmp/only_in_a")
+    h2 = Helper(ws)
+    h2.start()
+    r = h2.sh("cat /tmp/only_in_a; ls /tmp")
+    check("two helpers cannot see each other's /tmp", "a" not in r["stdout"].split(), r["stdout"])
+    r = h2.sh("cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' '")
+    check("two helpers cannot see each other's processes", "sleep 300" not in r["stdout"], r["stdout"])
+    h2.shutdown()
+
+    # Loopback mode: lo up inside, host listener still unreachable.
+    h3 = Helper(ws, network="loopback")
+    h3.start()
+    r = h3.run([PY, "-c", "import socket\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(1)\n"
+                "c=socket.create_connection(s.getsockname(), timeout=2); print('SELF-OK')\n"
+                "try:\n  socket.create_connection(('127.0.0.1', %d), timeout=2); print('HOST-CONNECTED')\n"
+                "except OSError as e: print('host refused', e)" % port])
+    check("network loopback: own listener works, host's unreachable",
+          "SELF-OK" in r["stdout"] and "HOST-CONNECTED" not in r["stdout"], r["stdout"] + r["stderr"])
+    h3.shutdown()
+    lst.close()
+
+    code = h.shutdown()
+    check("shutdown exits 0 and leaves no process", code == 0 and wait_gone("^sleep 300"), "code=%s" % code)
+
+    # kill -9 of the parent (kiln) mid-run takes the sandbox with it.
+    child = subprocess.Popen([sys.executable, "-c", """
+import sys, time
+sys.path.insert(0, %r)
+from run_helper import Helper
+h = Helper(%r); h.start()
+h.spawn(["/bin/sh", "-c", "sleep 4949 & setsid -f sleep 4950; sleep 4951"])
+print(h.proc.pid, flush=True)
+time.sleep(100)
+""" % (HERE, ws)], stdout=subprocess.PIPE, text=True)
+    helper_pid = int(child.stdout.readline())
+    time.sleep(0.2)
+    before = len(pgrep("^sleep 49"))
+    child.kill()
+    child.wait()
+    gone = wait_gone("^sleep 49")
+    time.sleep(0.1)
+    check("SIGKILL of the parent leaves no processes", before == 3 and gone and dead(helper_pid),
+          "before=%d left=%s" % (before, pgrep("^sleep 49")))
+
+    timings(ws)
+    os.unlink(secret)
+    failed = [n for n, ok in results if not ok]
+    print("%d checks, %d failed" % (len(results), len(failed)))
+    return 1 if failed else 0
+
+
+def timings(ws):
+    # Baselines measured in the same run: the machine is shared, absolute numbers drift a lot.
+    def median_ms(fn, n):
+        ts = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t) * 1000)
+        return statistics.median(ts), min(ts)
+    base = median_ms(lambda: subprocess.run(["/bin/true"]), 50)
+    unsh = median_ms(lambda: subprocess.run(["unshare", "-Urmnpiu", "--fork", "/bin/true"]), 30)
+    print("TIMING baseline subprocess /bin/true: median %.2f ms (min %.2f)" % base)
+    print("TIMING baseline unshare -Urmnpiu --fork /bin/true: median %.2f ms (min %.2f)" % unsh)
+    starts = []
+    for _ in range(30):
+        t = time.perf_counter()
+        hh = Helper(ws)
+        hh.start()
+        hh.run(["/bin/true"])
+        starts.append((time.perf_counter() - t) * 1000)
+        hh.shutdown()
+    hh = Helper(ws)
+    hh.start()
+    execs = []
+    for _ in range(100):
+        t = time.perf_counter()
+        hh.run(["/bin/true"])
+        execs.append((time.perf_counter() - t) * 1000)
+    hh.shutdown()
+    print("TIMING start+exec+shutdown of /bin/true: median %.2f ms (min %.2f)" % (statistics.median(starts), min(starts)))
+    print("TIMING one exec of /bin/true in a running helper: median %.2f ms (min %.2f)"
+          % (statistics.median(execs), min(execs)))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--timing"]:
+        timings(tempfile.mkdtemp(prefix="kiln-helper-timing-"))
+        sys.exit(0)
+    sys.exit(main())
