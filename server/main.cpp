@@ -1,11 +1,12 @@
-// The `kiln` command line: `kiln mcp` (the MCP server on stdio) and, as later layers land,
-// `kiln run`, `kiln verify`, `kiln serve`, `kiln publish`.
+// The `kiln` command line: `kiln mcp` (the MCP server on stdio), `kiln run` (a command in the
+// sandbox), `kiln secret`, and as later layers land `kiln verify`, `kiln serve`, `kiln publish`.
 #include <cstdio>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sandbox/manager.h"
 #include "server/logging.h"
 #include "server/session.h"
 #include "server/stdio_transport.h"
@@ -15,11 +16,12 @@
 
 namespace {
 
-kiln::server::ToolRegistry build_registry() {
+kiln::server::ToolRegistry build_registry(kiln::sandbox::SandboxManager& sandboxes) {
   kiln::server::ToolRegistry registry;
-  kiln::server::register_workspace_tools(registry);
+  kiln::server::register_workspace_tools(registry, &sandboxes);
   kiln::server::register_file_tools(registry);
   kiln::server::register_search_tools(registry);
+  kiln::server::register_sandbox_tools(registry, sandboxes);
   registry.check_complete();
   return registry;
 }
@@ -46,11 +48,59 @@ int main(int argc, char** argv) {
   mcp->add_option("--state-dir", state_dir, "State directory");
   mcp->add_option("--log-level", log_level, "stderr log level")
       ->check(CLI::IsMember({"debug", "info", "notice", "warning", "error", "critical", "off"}));
+  bool allow_unsandboxed = false;
+  int sandbox_idle_s = 1800;
+  mcp->add_flag("--allow-unsandboxed", allow_unsandboxed,
+                "Permit sandbox isolation \"none\" (commands run directly on the host; every result says so)");
+  mcp->add_option("--sandbox-idle-s", sandbox_idle_s, "Destroy session sandboxes idle this long (default 1800)")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
+
+  auto* run = app.add_subcommand("run", "Run a command in the sandbox (the same one agents get), streaming its output");
+  kiln::server::RunOptions run_opts;
+  run->add_option("--network", run_opts.network, "none (default), loopback or host")
+      ->check(CLI::IsMember({"none", "loopback", "host"}));
+  run->add_option("--workspace", run_opts.workspace, "Folder mounted read-write (default: the current directory)");
+  run->add_option("--timeout", run_opts.timeout_s, "Wall-clock seconds; the whole tree is killed after (exit 124)");
+  run->add_option("--cpu-s", run_opts.cpu_s, "CPU seconds");
+  run->add_option("--memory-mb", run_opts.memory_mb, "Memory limit in MiB");
+  run->add_option("--pids", run_opts.pids, "Most processes at once");
+  run->add_option("--output-bytes", run_opts.output_bytes, "Kill the command after this much output");
+  run->add_option("--file-size-mb", run_opts.file_size_mb, "Largest file a process may write");
+  run->add_option("--env", run_opts.env, "NAME=VALUE passed into the sandbox (repeatable)");
+  run->add_option("--secret", run_opts.secrets, "Secret NAME passed into the sandbox (repeatable)");
+  run->add_option("--isolation", run_opts.isolation, "strict (default) or none (needs --allow-unsandboxed)")
+      ->check(CLI::IsMember({"strict", "none"}));
+  run->add_flag("--allow-unsandboxed", run_opts.allow_unsandboxed, "Permit --isolation none");
+  run->add_flag("-v,--verbose", run_opts.verbose, "Print the run report (isolation, limits, resource use) to stderr");
+  run->add_option("--state-dir", state_dir, "State directory");
+  run->add_option("command", run_opts.command, "The command and its arguments (after --)")->required();
+  run->positionals_at_end();
+
+  auto* secret = app.add_subcommand("secret", "Manage secrets passed into sandboxes by name");
+  secret->require_subcommand(1);
+  std::string secret_name;
+  auto* secret_set = secret->add_subcommand("set", "Store NAME's value, read from stdin (never echoed)");
+  secret_set->add_option("name", secret_name, "Secret name (an environment variable name)")->required();
+  auto* secret_rm = secret->add_subcommand("rm", "Remove a stored secret");
+  secret_rm->add_option("name", secret_name, "Secret name")->required();
+  secret->add_subcommand("list", "List stored secret names (never values)");
+  secret->add_option("--state-dir", state_dir, "State directory");
 
   CLI11_PARSE(app, argc, argv);
 
   kiln::server::init_logging(log_level);
   if (state_dir.empty()) state_dir = kiln::workspace::default_state_dir();
+
+  if (run->parsed() || secret->parsed()) {
+    auto store = kiln::workspace::StateStore::open(state_dir);  // makes the state dir (0700)
+    if (!store) {
+      std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());
+      return run->parsed() ? 125 : 1;
+    }
+    if (run->parsed()) return kiln::server::run_command(run_opts, state_dir);
+    std::string action = secret_set->parsed() ? "set" : secret_rm->parsed() ? "rm" : "list";
+    return kiln::server::secret_command(action, secret_name, state_dir);
+  }
 
   if (mcp->parsed()) {
     auto store = kiln::workspace::StateStore::open(state_dir);
@@ -58,9 +108,20 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());
       return 1;
     }
-    static kiln::server::ToolRegistry registry = build_registry();
+    // Lives for the whole process: tool handlers and the idle reaper use it until exit, and a
+    // server that exits kills its helpers through their parent-death signal.
+    kiln::sandbox::ManagerOptions sandbox_options;
+    sandbox_options.state_dir = state_dir;
+    sandbox_options.helper_path = kiln::server::default_helper_path();
+    sandbox_options.allow_unsandboxed = allow_unsandboxed;
+    sandbox_options.idle_timeout = std::chrono::seconds(sandbox_idle_s);
+    static kiln::sandbox::SandboxManager sandboxes(sandbox_options);
+    static kiln::server::ToolRegistry registry = build_registry(sandboxes);
     kiln::server::ServerContext server{**store, registry, {}};
     server.options.startup_workspace = workspace;
+    server.options.allow_unsandboxed = allow_unsandboxed;
+    server.options.sandbox_idle_s = sandbox_idle_s;
+    server.sandboxes = &sandboxes;
     return kiln::server::run_stdio(server, stdio);
   }
   return 0;

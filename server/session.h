@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 namespace kiln::workspace { class StateStore; }
+namespace kiln::sandbox { class SandboxManager; }
 
 namespace kiln::server {
 
@@ -28,6 +29,8 @@ class Outbound {
 struct ServerOptions {
   std::string startup_workspace;  // --workspace PATH, opened when the client offers no roots
   std::size_t worker_threads = 8;
+  bool allow_unsandboxed = false;  // --allow-unsandboxed: sandbox isolation "none" is permitted
+  int sandbox_idle_s = 1800;       // --sandbox-idle-s: idle session sandboxes are destroyed after this
 };
 
 // What every session of one server process shares.
@@ -35,6 +38,7 @@ struct ServerContext {
   workspace::StateStore& store;
   const ToolRegistry& tools;
   ServerOptions options;
+  sandbox::SandboxManager* sandboxes = nullptr;  // runs sandboxed commands; null in tests without it
 };
 
 class Session {

@@ -1,12 +1,34 @@
 // Registration of every tool family; each lives in its own tools_*.cpp file.
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::sandbox { class SandboxManager; }
+
 namespace kiln::server {
 
 class ToolRegistry;
 
-void register_workspace_tools(ToolRegistry& registry);  // workspace_open, workspace_list, workspace_info
+// workspace_open, workspace_list, workspace_info (which lists live sandboxes when given the manager)
+void register_workspace_tools(ToolRegistry& registry, sandbox::SandboxManager* sandboxes = nullptr);
 void register_file_tools(ToolRegistry& registry);       // file_read, file_write, file_edit, file_move, file_delete
 void register_search_tools(ToolRegistry& registry);     // file_list, file_search
+// sandbox_create, sandbox_exec, sandbox_list, sandbox_destroy, process_output, process_input, process_kill
+void register_sandbox_tools(ToolRegistry& registry, sandbox::SandboxManager& sandboxes);
+
+// `kiln run` and `kiln secret` (server/tools_sandbox_cli.cpp).
+struct RunOptions {
+  std::string workspace, network, isolation;
+  double timeout_s = 0, cpu_s = 0;
+  std::uint64_t memory_mb = 0, pids = 0, output_bytes = 0, file_size_mb = 0;
+  std::vector<std::string> env, secrets, command;
+  bool allow_unsandboxed = false, verbose = false;
+};
+int run_command(const RunOptions& options, const std::string& state_dir);
+int secret_command(const std::string& action, const std::string& name, const std::string& state_dir);
+// KILN_SANDBOX_HELPER, else kiln-sandbox next to the kiln binary.
+std::string default_helper_path();
 
 }  // namespace kiln::server

@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "sandbox/manager.h"
 #include "server/tool_registry.h"
 #include "server/tools.h"
 #include "server/workspace_opening.h"
@@ -78,6 +79,8 @@ Result<ToolOutput> workspace_list(CallContext& ctx, const json&) {
   return ToolOutput{std::move(out), fmt::format("{} workspaces", list->size())};
 }
 
+sandbox::SandboxManager* g_sandboxes = nullptr;  // set at registration; outlives every session
+
 Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
@@ -86,8 +89,9 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
   auto cur = ctx.session->current();
   json out = {{"id", (*ws)->id}, {"name", (*ws)->name}, {"root", (*ws)->root->path()},
               {"is_current", cur && cur->id == (*ws)->id},
-              // Sandboxes, artifacts and traces are recorded by later layers; none exist yet.
-              {"sandboxes", json::array()}, {"artifacts", json::array()}, {"traces", {{"total", 0}}}};
+              // Artifacts and traces are recorded by later layers; none exist yet.
+              {"sandboxes", g_sandboxes ? g_sandboxes->list((*ws)->id) : json::array()},
+              {"artifacts", json::array()}, {"traces", {{"total", 0}}}};
   if (*rec) {
     out["created_at"] = (*rec)->created_at;
     out["last_opened_at"] = (*rec)->last_opened_at;
@@ -98,7 +102,8 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
 
 }  // namespace
 
-void register_workspace_tools(ToolRegistry& registry) {
+void register_workspace_tools(ToolRegistry& registry, sandbox::SandboxManager* sandboxes) {
+  g_sandboxes = sandboxes;
   registry.add("workspace_open", workspace_open);
   registry.add("workspace_list", workspace_list);
   registry.add("workspace_info", workspace_info);

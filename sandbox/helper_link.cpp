@@ -1,0 +1,227 @@
+// Starting kiln-sandbox and speaking its control protocol.
+#include "sandbox/helper_link.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "sandbox/spawn.h"
+
+namespace kiln::sandbox {
+
+using nlohmann::json;
+
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+std::string errno_name(int e) {
+  switch (e) {
+    case EPERM: return "EPERM";
+    case EACCES: return "EACCES";
+    case ENOENT: return "ENOENT";
+    case EINVAL: return "EINVAL";
+    case ENOSPC: return "ENOSPC";
+    case ENOMEM: return "ENOMEM";
+    case EBUSY: return "EBUSY";
+    case ENOSYS: return "ENOSYS";
+    case EAGAIN: return "EAGAIN";
+    default: return std::to_string(e);
+  }
+}
+
+Error setup_error(const json& step, const std::vector<std::string>& done) {
+  std::string name = step.value("step", "?");
+  int err = step.value("errno", 0);
+  std::string msg = fmt::format("sandbox setup failed at step '{}'", name);
+  if (err) msg += fmt::format(" ({} {})", errno_name(err), std::strerror(err));
+  if (auto e = step.value("error", std::string()); !e.empty()) msg += ": " + e;
+  if (auto h = step.value("hint", std::string()); !h.empty()) msg += ". What to do: " + h;
+  if (!done.empty()) msg += fmt::format(" (steps that succeeded: {})", fmt::join(done, ", "));
+  msg += ". Nothing ran.";
+  return Error{Errc::unsupported, std::move(msg)};
+}
+
+void reap(pid_t pid, bool kill_first) {
+  if (pid <= 0) return;
+  if (kill_first) ::kill(pid, SIGKILL);
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+Result<HelperStart> start_helper(const std::string& helper_path, const json& spec, std::stop_token stop,
+                                 std::chrono::milliseconds timeout) {
+  auto t0 = std::chrono::steady_clock::now();
+  int p[2];
+  Fd spec_r, spec_w, status_r, status_w, ctl_ours, ctl_theirs;
+  if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
+  spec_r.fd = p[0];
+  spec_w.fd = p[1];
+  if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
+  status_r.fd = p[0];
+  status_w.fd = p[1];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) != 0)
+    return fail(Errc::io, fmt::format("socketpair: {}", std::strerror(errno)));
+  ctl_ours.fd = p[0];
+  ctl_theirs.fd = p[1];
+
+  SpawnSpec s;
+  s.path = helper_path;
+  s.argv = {helper_path, "--spec-fd", "3", "--status-fd", "4", "--control-fd", "5"};
+  s.fds = {{3, spec_r.fd}, {4, status_w.fd}, {5, ctl_theirs.fd}};
+  // The helper's environment is not the sandbox's; it needs none of ours.
+  s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  s.pdeathsig = true;
+  auto pid = spawn_process(s);
+  if (!pid) {
+    return fail(Errc::unsupported,
+                fmt::format("cannot start the sandbox helper {}: {}. Build it (ninja kiln-sandbox) next to kiln, "
+                            "or set KILN_SANDBOX_HELPER to its path.",
+                            helper_path, pid.error().message));
+  }
+  spec_r.reset();
+  status_w.reset();
+  ctl_theirs.reset();
+
+  HelperStart out;
+  out.pid = *pid;
+  std::string text = spec.dump();
+  std::size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(spec_w.fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the helper died early; its status fd says why
+    off += std::size_t(n);
+  }
+  spec_w.reset();
+
+  std::string buf;
+  std::vector<std::string> done;
+  const auto deadline = t0 + timeout;
+  bool ready = false;
+  for (;;) {
+    if (stop.stop_requested()) {
+      reap(out.pid, true);
+      return fail(Errc::cancelled, "cancelled while the sandbox was being set up");
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      reap(out.pid, true);
+      return fail(Errc::unsupported,
+                  fmt::format("sandbox setup timed out after {} ms (steps that succeeded: {}); the host may be "
+                              "overloaded or the helper stuck",
+                              timeout.count(), fmt::join(done, ", ")));
+    }
+    pollfd pfd{status_r.fd, POLLIN, 0};
+    int pr = ::poll(&pfd, 1, int(std::min<long>(left.count(), 50)));
+    if (pr < 0 && errno != EINTR) break;
+    if (pr <= 0) continue;
+    char chunk[4096];
+    ssize_t n = ::read(status_r.fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // status closed: ready (already seen) or the helper died
+    buf.append(chunk, std::size_t(n));
+    std::size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      json step = json::parse(line, nullptr, false);
+      if (step.is_discarded() || !step.is_object()) continue;
+      if (!step.value("ok", false)) {
+        reap(out.pid, false);
+        return std::unexpected(setup_error(step, done));
+      }
+      if (step.value("step", "") == "ready") {
+        out.report = step.value("report", json::object());
+        ready = true;
+      } else {
+        done.push_back(step.value("step", "?"));
+      }
+    }
+    if (ready) break;
+  }
+  if (!ready) {
+    int status = 0;
+    ::waitpid(out.pid, &status, 0);
+    std::string how = WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
+                                        : fmt::format("signal {}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return fail(Errc::unsupported,
+                fmt::format("the sandbox helper ended during setup without reporting why ({}; steps that succeeded: "
+                            "{}). Nothing ran.",
+                            how, fmt::join(done, ", ")));
+  }
+  int fl = ::fcntl(ctl_ours.fd, F_GETFL);
+  ::fcntl(ctl_ours.fd, F_SETFL, fl | O_NONBLOCK);
+  out.control_fd = ctl_ours.release();
+  out.pidfd = open_pidfd(out.pid);
+  out.steps = std::move(done);
+  out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+bool send_control(int fd, const json& msg, const std::vector<int>& fds) {
+  std::string text = msg.dump();
+  iovec iov{text.data(), text.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  if (!fds.empty()) {
+    std::memset(cbuf, 0, sizeof cbuf);
+    mh.msg_control = cbuf;
+    mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    ssize_t n = ::sendmsg(fd, &mh, MSG_NOSIGNAL);
+    if (n == ssize_t(text.size())) return true;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd pfd{fd, POLLOUT, 0};
+      ::poll(&pfd, 1, 5);
+      continue;
+    }
+    return false;
+  }
+  return false;
+}
+
+int recv_control(int fd, std::string& out) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      out.assign(buf, std::size_t(n));
+      return 1;
+    }
+    if (n == 0) return 0;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
+    return 0;
+  }
+}
+
+}  // namespace kiln::sandbox

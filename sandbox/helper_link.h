@@ -1,0 +1,37 @@
+// The kiln side of HELPER_PROTOCOL.md: start kiln-sandbox with its spec, status and control
+// fds, read the setup steps, and exchange control messages (with fds) on the SEQPACKET socket.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kiln::sandbox {
+
+struct HelperStart {
+  pid_t pid = -1;
+  int control_fd = -1;  // our end of the control socketpair (CLOEXEC, non-blocking)
+  int pidfd = -1;
+  nlohmann::json report;                   // the "ready" step's report
+  std::vector<std::string> steps;          // step names reported ok, in order
+  double ms = 0;
+};
+
+// Spawns the helper and waits for "ready" (or a failed step, turned into an error naming the
+// step, errno and the helper's hint). The helper is reaped on failure.
+Result<HelperStart> start_helper(const std::string& helper_path, const nlohmann::json& spec, std::stop_token stop,
+                                 std::chrono::milliseconds timeout);
+
+// One control message, with up to 4 fds attached (SCM_RIGHTS). False when the helper is gone.
+bool send_control(int fd, const nlohmann::json& msg, const std::vector<int>& fds = {});
+// Receives one message without blocking: 1 got one, 0 the helper closed the channel, -1 none yet.
+int recv_control(int fd, std::string& out);
+
+}  // namespace kiln::sandbox

@@ -1,0 +1,558 @@
+// SandboxManager: lifecycle of sandboxes (create, list, destroy, idle reaping, shutdown), the
+// helper's control channel, and the isolation report. Runs live in manager_runs.cpp.
+#include "sandbox/manager_impl.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+
+#include "sandbox/helper_link.h"
+#include "sandbox/policy.h"
+
+namespace kiln::sandbox {
+
+using nlohmann::json;
+
+std::string random_id(const char* prefix, std::size_t bytes) {
+  unsigned char buf[32];
+  bytes = std::min<std::size_t>(bytes, sizeof buf);
+  std::size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::getrandom(buf + got, bytes - got, 0);
+    if (n > 0) got += std::size_t(n);
+  }
+  std::string out = prefix;
+  for (std::size_t i = 0; i < bytes; ++i) out += fmt::format("{:02x}", buf[i]);
+  return out;
+}
+
+int parse_signal(const std::string& in) {
+  std::string s = in;
+  for (auto& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (s.starts_with("SIG")) s = s.substr(3);
+  static const std::pair<const char*, int> table[] = {
+      {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP}, {"CONT", SIGCONT}, {"ALRM", SIGALRM}};
+  for (auto& [n, v] : table)
+    if (s == n) return v;
+  if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    int v = std::stoi(s);
+    return v > 0 && v < 65 ? v : 0;
+  }
+  return 0;
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGALRM: return "SIGALRM";
+    default: return "signal";
+  }
+}
+
+SandboxManager::Impl::Impl(ManagerOptions o) : opt(std::move(o)), secrets(opt.state_dir) {}
+
+SandboxManager::SandboxManager(ManagerOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {
+  impl_->cg = detect_cgroups();
+  if (impl_->opt.cleanup_stale && impl_->cg.version != CgroupVersion::none) cleanup_stale_cgroups(impl_->cg);
+  ::mkdir((impl_->opt.state_dir + "/runs").c_str(), 0700);
+  impl_->reaper = std::make_unique<asio::steady_timer>(impl_->io);
+  impl_->thread = std::thread([impl = impl_.get()] {
+    // Process signals (SIGTERM, SIGINT) belong to whoever waits for them (the stdio transport's
+    // sigwait thread, `kiln run`); delivered here they would kill the server unhandled.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    // The event loop never dies of a stray exception from a handler: log-free, just go on.
+    for (;;) {
+      try {
+        impl->io.run();
+        break;
+      } catch (...) {
+      }
+    }
+  });
+  asio::post(impl_->io, [impl = impl_.get()] { impl->arm_reaper(); });
+}
+
+SandboxManager::~SandboxManager() {
+  shutdown();
+  impl_->work.reset();
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+const ManagerOptions& SandboxManager::options() const { return impl_->opt; }
+
+void SandboxManager::shutdown() {
+  if (impl_->stopped.exchange(true)) return;
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (auto& [id, sb] : impl_->sandboxes) ids.push_back(id);
+  }
+  for (const auto& id : ids) (void)destroy(id);
+}
+
+std::shared_ptr<Run> SandboxManager::Impl::find_run(const std::string& id) const {
+  std::lock_guard lock(mu);
+  auto it = runs.find(id);
+  return it == runs.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Sandbox> SandboxManager::Impl::find_sandbox(const std::string& id) const {
+  std::lock_guard lock(mu);
+  auto it = sandboxes.find(id);
+  return it == sandboxes.end() ? nullptr : it->second;
+}
+
+namespace {
+
+bool cg_memory(const CgroupLayout& l) { return l.bases.contains("memory") || l.bases.contains("unified"); }
+bool cg_pids(const CgroupLayout& l) { return l.bases.contains("pids") || l.bases.contains("unified"); }
+const char* cg_name(const CgroupLayout& l) { return l.version == CgroupVersion::v2 ? "cgroup v2" : "cgroup v1"; }
+
+json limits_report(const SandboxPolicy& p, const CgroupLayout& cg, bool have_cg) {
+  json out = json::object();
+  const Limits& l = p.limits;
+  auto entry = [](auto value, std::string how, const char* scope) {
+    return json{{"value", value}, {"enforced_by", std::move(how)}, {"scope", scope}};
+  };
+  if (l.wall_s) out["wall_s"] = entry(*l.wall_s, "kiln (timer outside the sandbox; kills the whole tree)", "each exec");
+  if (l.output_bytes)
+    out["output_bytes"] = entry(*l.output_bytes, "kiln (counts stdout+stderr outside the sandbox; kills the tree)", "each exec");
+  if (l.memory_mb) {
+    if (have_cg && cg_memory(cg))
+      out["memory_mb"] = entry(*l.memory_mb, fmt::format("{} memory limit, OOM kill inside the group", cg_name(cg)), "whole sandbox");
+    else
+      out["memory_mb"] = entry(*l.memory_mb, "rlimit RLIMIT_AS (virtual memory, per process)", "each process");
+  }
+  if (l.pids) {
+    if (have_cg && cg_pids(cg))
+      out["pids"] = entry(*l.pids, fmt::format("{} pids.max", cg_name(cg)), "whole sandbox");
+    else
+      out["pids"] = entry(*l.pids, "rlimit RLIMIT_NPROC (counts every process of this user)", "per user");
+  }
+  if (l.cpu_s)
+    out["cpu_s"] = entry(*l.cpu_s, have_cg && (cg.bases.contains("cpuacct") || cg.bases.contains("unified"))
+                                       ? "rlimit RLIMIT_CPU per process, and kiln polls the group's CPU time (fresh sandboxes)"
+                                       : "rlimit RLIMIT_CPU (per process)",
+                         "each process");
+  if (l.file_size_mb) out["file_size_mb"] = entry(*l.file_size_mb, "rlimit RLIMIT_FSIZE", "each process");
+  return out;
+}
+
+}  // namespace
+
+Result<void> SandboxManager::finalize_policy(SandboxPolicy& p) const {
+  if (p.isolation == Isolation::none && !impl_->opt.allow_unsandboxed) {
+    return fail(Errc::invalid_argument,
+                "isolation \"none\" would run the command directly on the host, unsandboxed; it is only allowed "
+                "when the server was started with `kiln mcp --allow-unsandboxed`. Use isolation \"strict\" (the "
+                "default).");
+  }
+  const auto& cg = impl_->cg;
+  if (p.requested.pids && !cg_pids(cg) && ::geteuid() == 0) {
+    return fail(Errc::unsupported,
+                fmt::format("limits.pids cannot be enforced here: no writable pids cgroup ({}) and root is exempt "
+                            "from RLIMIT_NPROC. Drop limits.pids or give Kiln a writable cgroup.",
+                            cg.why_none.empty() ? "pids controller missing" : cg.why_none));
+  }
+  p.limits = p.requested;
+  apply_default_limits(p.limits, cg_memory(cg), cg_pids(cg));
+  return {};
+}
+
+json SandboxManager::host_report() const {
+  const auto& cg = impl_->cg;
+  json bases = json::object();
+  for (const auto& [k, v] : cg.bases) bases[k] = v;
+  return json{{"cgroups", cg.version == CgroupVersion::none ? "none" : cg_name(cg)},
+              {"cgroup_bases", bases},
+              {"cgroup_note", cg.why_none},
+              {"helper", impl_->opt.helper_path},
+              {"helper_present", ::access(impl_->opt.helper_path.c_str(), X_OK) == 0},
+              {"allow_unsandboxed", impl_->opt.allow_unsandboxed}};
+}
+
+Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolicy policy, bool fresh,
+                                                                   std::stop_token stop) {
+  if (stopped) return fail(Errc::cancelled, "the server is shutting down");
+  auto sb = std::make_shared<Sandbox>();
+  sb->id = random_id("sb_", 12);
+  sb->fresh = fresh;
+  sb->unsandboxed = policy.isolation == Isolation::none;
+  auto values = secrets.resolve(policy.secrets);
+  if (!values) return std::unexpected(values.error());
+  auto red = std::make_shared<Redactor>(*values);
+  {
+    std::lock_guard lock(mu);
+    for (const auto& [k, v] : *values) all_secrets.add(k, v);
+  }
+  sb->redactor = red;
+  sb->env = sandbox_env(policy, *values);
+
+  const bool want_cg = cg.version != CgroupVersion::none;
+  if (want_cg) {
+    auto set = CgroupSet::create(cg, sb->id, policy.limits);
+    if (!set) {
+      // A limit that only a cgroup can enforce must not be dropped silently.
+      if ((policy.requested.memory_mb || policy.requested.pids) && !sb->unsandboxed)
+        return fail(Errc::unsupported, set.error().message + "; cannot enforce the requested limits");
+      // Defaults fall back to rlimits; the report says so.
+      policy.limits.memory_mb = policy.requested.memory_mb;
+      policy.limits.pids = policy.requested.pids;
+    } else {
+      sb->cg = std::move(*set);
+    }
+  }
+  sb->policy = std::move(policy);
+  json limits = limits_report(sb->policy, cg, sb->cg.has_value());
+  const auto& p = sb->policy;
+  if (sb->unsandboxed) {
+    sb->warning =
+        "UNSANDBOXED: isolation \"none\" ran this command directly on the host as the user running kiln, "
+        "with full access to their files and network. Only the timeout, output cap, limits and environment "
+        "filtering applied.";
+    sb->isolation = json{{"level", "none"},
+                         {"warning", sb->warning},
+                         {"namespaces", json::array()},
+                         {"seccomp", false},
+                         {"landlock", false},
+                         {"no_new_privs", false},
+                         {"network", "host (not isolated)"},
+                         {"filesystem", "the whole host, as the user running kiln"},
+                         {"env", "filtered: PATH, HOME, LANG, TERM, env and secrets only"},
+                         {"limits", limits}};
+  } else {
+    std::vector<std::string> dirs = sb->cg ? sb->cg->dirs() : std::vector<std::string>{};
+    auto started = start_helper(opt.helper_path, helper_spec(p, sb->id, dirs), stop, std::chrono::seconds(20));
+    if (!started) {
+      if (sb->cg) {
+        std::vector<std::string> a, b;
+        sb->cg->remove(a, b);
+      }
+      return std::unexpected(started.error());
+    }
+    sb->helper_pid = started->pid;
+    sb->control_fd = started->control_fd;
+    sb->setup_ms = started->ms;
+    const json& rep = started->report;
+    json ns = rep.contains("namespaces") ? rep["namespaces"]
+                                         : json::array({"user", "mount", "pid", "ipc", "uts", "cgroup"});
+    if (!rep.contains("namespaces") && p.network != Network::host) ns.push_back("net");
+    sb->isolation = json{{"level", "strict"},
+                         {"namespaces", ns},
+                         {"seccomp", rep.value("seccomp", json(true))},
+                         {"landlock", rep.value("landlock", json(nullptr))},
+                         {"no_new_privs", true},
+                         {"capabilities", "all dropped"},
+                         {"network", to_string(p.network)},
+                         {"filesystem", fmt::format("{} read-write; read-only system folders; private /tmp", p.workspace_root)},
+                         {"env", "filtered: PATH, HOME, LANG, TERM, env and secrets only"},
+                         {"limits", limits},
+                         {"setup_steps", started->steps},
+                         {"helper_report", rep}};
+    if (!sb->cg && cg.version == CgroupVersion::none) sb->isolation["cgroups"] = cg.why_none;
+    int pidfd = started->pidfd;
+    on_io([&] {
+      sb->control = std::make_unique<asio::posix::stream_descriptor>(io, sb->control_fd);
+      if (pidfd >= 0) sb->pidfd = std::make_unique<asio::posix::stream_descriptor>(io, pidfd);
+      watch_control(sb);
+      watch_helper_exit(sb);
+      return 0;
+    });
+  }
+  std::lock_guard lock(mu);
+  sandboxes[sb->id] = sb;
+  return sb;
+}
+
+Result<SandboxInfo> SandboxManager::create(SandboxPolicy policy, std::stop_token stop) {
+  auto sb = impl_->make_sandbox(std::move(policy), false, stop);
+  if (!sb) return std::unexpected(sb.error());
+  return SandboxInfo{(*sb)->id, (*sb)->isolation, (*sb)->warning, (*sb)->setup_ms};
+}
+
+void SandboxManager::Impl::watch_control(const std::shared_ptr<Sandbox>& sb) {
+  if (!sb->control) return;
+  sb->control->async_wait(asio::posix::stream_descriptor::wait_read, [this, sb](boost::system::error_code ec) {
+    if (ec) return;
+    std::string msg;
+    for (;;) {
+      int r = recv_control(sb->control_fd, msg);
+      if (r < 0) break;
+      if (r == 0) {
+        helper_lost(sb);
+        return;
+      }
+      json m = json::parse(msg, nullptr, false);
+      if (m.is_object()) handle_message(sb, m);
+    }
+    watch_control(sb);
+  });
+}
+
+void SandboxManager::Impl::watch_helper_exit(const std::shared_ptr<Sandbox>& sb) {
+  if (!sb->pidfd) return;
+  sb->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, sb](boost::system::error_code ec) {
+    if (ec) return;
+    int status;
+    if (::waitpid(sb->helper_pid, &status, WNOHANG) == 0) {
+      watch_helper_exit(sb);
+      return;
+    }
+    sb->helper_gone = true;
+    helper_lost(sb);
+    auto cbs = std::move(sb->on_helper_gone);
+    for (auto& f : cbs) f();
+  });
+}
+
+void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, const json& m) {
+  std::string op = m.value("op", "");
+  int id = m.value("id", 0);
+  auto it = sb->execs.find(id);
+  if (it == sb->execs.end()) return;
+  auto run = it->second;
+  if (op == "started") {
+    std::lock_guard lock(run->mu);
+    run->started = true;
+    run->pid = m.value("pid", 0);
+    ++run->version;
+    run->cv.notify_all();
+  } else if (op == "exited") {
+    std::optional<int> code;
+    if (m.contains("exit_code") && m["exit_code"].is_number_integer()) code = m["exit_code"].get<int>();
+    int sig = m.value("signal", 0);
+    if (sig) code.reset();
+    on_exited(run, code, sig, m.value("user_ms", std::uint64_t{0}), m.value("sys_ms", std::uint64_t{0}),
+              m.value("maxrss_kb", std::uint64_t{0}));
+  } else if (op == "error") {
+    std::string text = fmt::format("the command could not be started (step '{}'{}): {}", m.value("step", "exec"),
+                                   m.value("errno", 0) ? fmt::format(", {}", std::strerror(m.value("errno", 0))) : "",
+                                   m.value("error", std::string("unknown error")));
+    {
+      std::lock_guard lock(run->mu);
+      run->start_error = Error{Errc::invalid_argument, run->redactor ? run->redactor->redact(text) : text};
+      run->pending = StopReason::setup_failed;
+      ++run->version;
+      run->cv.notify_all();
+    }
+    on_exited(run, std::nullopt, 0, 0, 0, 0);
+  }
+}
+
+void SandboxManager::Impl::helper_lost(const std::shared_ptr<Sandbox>& sb) {
+  if (sb->control) {
+    boost::system::error_code ec;
+    sb->control->close(ec);
+    sb->control.reset();
+  }
+  auto execs = sb->execs;
+  for (auto& [id, run] : execs) {
+    bool exited;
+    {
+      std::lock_guard lock(run->mu);
+      exited = run->exited;
+      if (!exited && !run->pending) run->pending = StopReason::killed;
+    }
+    if (!exited) on_exited(run, std::nullopt, SIGKILL, 0, 0, 0);
+  }
+  if (!sb->closing && !sb->fresh) {
+    // The helper died on its own (killed from outside, or crashed): the sandbox is gone.
+    retire_sandbox(sb, [](CleanupReport) {});
+  }
+}
+
+void SandboxManager::Impl::retire_sandbox(const std::shared_ptr<Sandbox>& sb, std::function<void(CleanupReport)> done) {
+  auto t0 = Clock::now();
+  bool already = sb->closing.exchange(true);
+  auto report = std::make_shared<CleanupReport>();
+  report->sandbox_id = sb->id;
+  for (auto& [id, run] : sb->execs) {
+    std::lock_guard lock(run->mu);
+    if (!run->finished) {
+      report->processes_killed.push_back(run->id);
+      if (!run->pending) run->pending = StopReason::killed;
+    }
+  }
+  auto finish_cleanup = [this, sb, report, done = std::move(done), t0]() mutable {
+    report->namespaces_gone = !sb->unsandboxed;
+    if (sb->cg) {
+      sb->cg->kill_all();
+      std::vector<std::string> left;
+      sb->cg->remove(report->cgroups_removed, left);
+      for (auto& l : left) report->leftovers.push_back("cgroup " + l + " could not be removed");
+      sb->cg.reset();
+    }
+    // Runs whose helper vanished without an "exited" are finished here.
+    for (auto& [id, run] : std::map(sb->execs)) {
+      bool exited;
+      {
+        std::lock_guard lock(run->mu);
+        exited = run->exited;
+      }
+      if (!exited) on_exited(run, std::nullopt, SIGKILL, 0, 0, 0);
+    }
+    report->duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    {
+      std::lock_guard lock(mu);
+      sandboxes.erase(sb->id);
+    }
+    done(*report);
+  };
+  if (sb->unsandboxed) {
+    for (auto& [id, run] : std::map(sb->execs)) terminate(run, StopReason::killed);
+    finish_cleanup();
+    return;
+  }
+  if (sb->helper_gone || sb->helper_pid <= 0) {
+    finish_cleanup();
+    return;
+  }
+  if (already && !sb->on_helper_gone.empty()) {
+    sb->on_helper_gone.push_back([f = std::make_shared<decltype(finish_cleanup)>(std::move(finish_cleanup))] { (*f)(); });
+    return;
+  }
+  sb->on_helper_gone.push_back([f = std::make_shared<decltype(finish_cleanup)>(std::move(finish_cleanup))] { (*f)(); });
+  // Closing the control channel makes the helper kill everything and exit; SIGKILL on the
+  // helper (pid 1 of the sandbox) takes the whole pid namespace down at once, so do both.
+  if (sb->control) send_control(sb->control_fd, json{{"op", "shutdown"}});
+  ::kill(sb->helper_pid, SIGKILL);
+  if (!sb->pidfd) {
+    int status;
+    ::waitpid(sb->helper_pid, &status, 0);
+    sb->helper_gone = true;
+    helper_lost(sb);
+    auto cbs = std::move(sb->on_helper_gone);
+    for (auto& f : cbs) f();
+  }
+}
+
+Result<CleanupReport> SandboxManager::destroy(const std::string& sandbox_id) {
+  auto sb = impl_->find_sandbox(sandbox_id);
+  if (!sb)
+    return fail(Errc::not_found, fmt::format("no live sandbox '{}': call sandbox_list to see the live ones (it may "
+                                             "have been destroyed or reaped after being idle)",
+                                             sandbox_id));
+  auto promise = std::make_shared<std::promise<CleanupReport>>();
+  auto fut = promise->get_future();
+  asio::post(impl_->io, [impl = impl_.get(), sb, promise] {
+    impl->retire_sandbox(sb, [promise](CleanupReport r) { promise->set_value(std::move(r)); });
+  });
+  if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    CleanupReport r;
+    r.sandbox_id = sandbox_id;
+    r.leftovers.push_back("the helper did not exit within 10 s after SIGKILL");
+    return r;
+  }
+  return fut.get();
+}
+
+json SandboxManager::list(const std::string& workspace_id) const {
+  json out = json::array();
+  std::lock_guard lock(impl_->mu);
+  auto now = Clock::now();
+  for (const auto& [id, sb] : impl_->sandboxes) {
+    if (!workspace_id.empty() && sb->policy.workspace_id != workspace_id) continue;
+    json procs = json::array();
+    for (const auto& [rid, run] : impl_->runs) {
+      if (run->sandbox_id != id) continue;
+      std::lock_guard rl(run->mu);
+      procs.push_back({{"run_id", rid},
+                       {"pid", run->pid},
+                       {"command", run->req.display_command},
+                       {"background", run->req.background},
+                       {"running", !run->finished},
+                       {"exit_code", run->exit_code ? json(*run->exit_code) : json(nullptr)},
+                       {"started_s_ago", std::chrono::duration<double>(now - run->t_start).count()}});
+    }
+    out.push_back({{"sandbox_id", id},
+                   {"workspace", sb->policy.workspace_id},
+                   {"fresh", sb->fresh},
+                   {"isolation", sb->unsandboxed ? "none" : "strict"},
+                   {"network", to_string(sb->policy.network)},
+                   {"age_s", std::chrono::duration<double>(now - sb->created).count()},
+                   {"idle_s", std::chrono::duration<double>(now - sb->last_used).count()},
+                   {"processes", std::move(procs)}});
+  }
+  return out;
+}
+
+std::string SandboxManager::workspace_of_sandbox(const std::string& id) const {
+  auto sb = impl_->find_sandbox(id);
+  return sb ? sb->policy.workspace_id : std::string();
+}
+
+std::optional<SandboxPolicy> SandboxManager::policy_of(const std::string& id) const {
+  auto sb = impl_->find_sandbox(id);
+  if (!sb || sb->closing) return std::nullopt;
+  return sb->policy;
+}
+
+std::string SandboxManager::workspace_of_run(const std::string& id) const {
+  auto run = impl_->find_run(id);
+  return run ? run->workspace_id : std::string();
+}
+
+std::string SandboxManager::redact(std::string_view text) const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->all_secrets.redact(text);
+}
+
+void SandboxManager::redact_json(json& j) const {
+  std::lock_guard lock(impl_->mu);
+  impl_->all_secrets.redact_json(j);
+}
+
+void SandboxManager::Impl::arm_reaper() {
+  auto period = std::min<std::chrono::seconds>(std::chrono::seconds(30), std::max<std::chrono::seconds>(std::chrono::seconds(1), opt.idle_timeout / 4));
+  reaper->expires_after(period);
+  reaper->async_wait([this](boost::system::error_code ec) {
+    if (ec || stopped) return;
+    std::vector<std::shared_ptr<Sandbox>> idle;
+    {
+      std::lock_guard lock(mu);
+      auto now = Clock::now();
+      for (auto& [id, sb] : sandboxes) {
+        if (sb->fresh || sb->closing) continue;
+        bool busy = false;
+        for (auto& [eid, run] : sb->execs) {
+          std::lock_guard rl(run->mu);
+          if (!run->finished) busy = true;
+        }
+        // Background processes count as use: a server started in the background keeps its
+        // sandbox alive only while someone talks to it, so busy is checked against last_used.
+        if (now - sb->last_used >= opt.idle_timeout && (!busy || now - sb->last_used >= 2 * opt.idle_timeout))
+          idle.push_back(sb);
+      }
+    }
+    for (auto& sb : idle) retire_sandbox(sb, [](CleanupReport) {});
+    arm_reaper();
+  });
+}
+
+}  // namespace kiln::sandbox

@@ -1,0 +1,161 @@
+// Private to the sandbox layer: the state behind SandboxManager (sandboxes, runs, the Asio loop
+// that reads output, watches helpers and enforces time). Included by manager*.cpp only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "sandbox/cgroups.h"
+#include "sandbox/manager.h"
+#include "sandbox/output_spool.h"
+#include "sandbox/redactor.h"
+#include "sandbox/secrets.h"
+
+namespace kiln::sandbox {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+struct Run;
+
+struct Sandbox {
+  std::string id;
+  SandboxPolicy policy;
+  bool fresh = false;        // one exec, destroyed after it
+  bool unsandboxed = false;  // isolation "none": plain children, no helper
+  std::shared_ptr<const Redactor> redactor;
+  std::map<std::string, std::string> env;  // the full sandbox environment (secrets included)
+  std::optional<CgroupSet> cg;
+  nlohmann::json isolation;
+  std::string warning;
+  double setup_ms = 0;
+  Clock::time_point created = Clock::now();
+  Clock::time_point last_used = Clock::now();  // under Impl::mu
+
+  // io thread only
+  pid_t helper_pid = -1;
+  int control_fd = -1;  // owned by `control`
+  std::unique_ptr<asio::posix::stream_descriptor> control;
+  std::unique_ptr<asio::posix::stream_descriptor> pidfd;
+  std::map<int, std::shared_ptr<Run>> execs;
+  int next_exec = 1;
+  bool helper_gone = false;
+  std::vector<std::function<void()>> on_helper_gone;
+  std::atomic<bool> closing{false};
+};
+
+struct Run {
+  std::string id;
+  std::string sandbox_id;
+  std::string workspace_id;
+  std::weak_ptr<Sandbox> sandbox;
+  std::shared_ptr<const Redactor> redactor;
+  ExecRequest req;
+  Limits limits;
+  std::string run_dir;
+  std::unique_ptr<OutputSpool> out, err, both;
+  std::unique_ptr<StreamRedactor> rout, rerr;
+  int exec_id = 0;
+
+  // io thread only
+  std::uint64_t raw_bytes = 0;
+  std::unique_ptr<asio::posix::stream_descriptor> out_pipe, err_pipe, pidfd;
+  std::vector<char> out_buf, err_buf;
+  std::unique_ptr<asio::steady_timer> wall_timer, drain_timer, cpu_timer;
+  std::shared_ptr<std::function<void()>> cpu_timer_tick;
+  std::optional<CgroupSet> cg;   // per-exec group (session sandboxes)
+  CgroupUsage cg_before;         // sandbox group counters at start, to attribute limits
+  pid_t host_pid = -1;           // isolation none
+  int open_pipes = 0;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  int stdin_fd = -1;             // ours, for process_input (under mu)
+  bool started = false, exited = false, finished = false;
+  std::optional<Error> start_error;
+  int pid = 0;
+  std::optional<int> exit_code;
+  int signal = 0;
+  std::optional<StopReason> pending;  // why we are killing it (timeout, cancel, ...)
+  StopReason reason = StopReason::exit;
+  std::uint64_t user_ms = 0, sys_ms = 0, maxrss_kb = 0;
+  std::optional<std::uint64_t> peak_bytes;
+  std::string peak_source;
+  std::vector<std::string> limits_hit;
+  Clock::time_point t_start = Clock::now(), t_end;
+  std::uint64_t version = 0;  // bumps on every output or state change (long-poll)
+  std::string progress;       // pending text for notifications/progress
+  std::uint64_t progress_skipped = 0;
+};
+
+struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl> {
+  explicit Impl(ManagerOptions o);
+
+  ManagerOptions opt;
+  CgroupLayout cg;
+  SecretStore secrets;
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+  std::unique_ptr<asio::steady_timer> reaper;
+
+  mutable std::mutex mu;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes;
+  std::map<std::string, std::shared_ptr<Run>> runs;
+  std::deque<std::string> finished_runs;  // oldest first, bounded
+  Redactor all_secrets;
+  std::atomic<bool> stopped{false};
+
+  // Runs `f` on the io thread and waits for its result.
+  template <class F>
+  auto on_io(F f) -> decltype(f()) {
+    if (io.get_executor().running_in_this_thread()) return f();
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto fut = task.get_future();
+    asio::post(io, [&task] { task(); });
+    return fut.get();
+  }
+
+  Result<std::shared_ptr<Sandbox>> make_sandbox(SandboxPolicy policy, bool fresh, std::stop_token stop);
+  Result<std::shared_ptr<Run>> launch(const std::shared_ptr<Sandbox>& sb, ExecRequest req);
+  std::shared_ptr<Run> find_run(const std::string& id) const;
+  std::shared_ptr<Sandbox> find_sandbox(const std::string& id) const;
+
+  // io thread
+  void watch_control(const std::shared_ptr<Sandbox>& sb);
+  void watch_helper_exit(const std::shared_ptr<Sandbox>& sb);
+  void handle_message(const std::shared_ptr<Sandbox>& sb, const nlohmann::json& m);
+  void helper_lost(const std::shared_ptr<Sandbox>& sb);
+  void start_in_io(const std::shared_ptr<Sandbox>& sb, const std::shared_ptr<Run>& run, std::vector<int> fds);
+  void read_pipe(const std::shared_ptr<Run>& run, bool is_err);
+  void on_output(const std::shared_ptr<Run>& run, bool is_err, std::string_view data);
+  void terminate(const std::shared_ptr<Run>& run, StopReason why, int sig = 9);
+  void on_exited(const std::shared_ptr<Run>& run, std::optional<int> code, int sig, std::uint64_t user_ms,
+                 std::uint64_t sys_ms, std::uint64_t maxrss_kb);
+  void maybe_finish(const std::shared_ptr<Run>& run);
+  void finish(const std::shared_ptr<Run>& run);
+  void retire_sandbox(const std::shared_ptr<Sandbox>& sb, std::function<void(CleanupReport)> done);
+  void arm_reaper();
+
+  ExecResult result_of(const std::shared_ptr<Run>& run, const std::shared_ptr<Sandbox>& sb) const;
+  void wait_finished(const std::shared_ptr<Run>& run, std::stop_token stop, const OutputObserver& observer);
+};
+
+std::string random_id(const char* prefix, std::size_t bytes);
+
+}  // namespace kiln::sandbox

@@ -1,0 +1,153 @@
+// Output spooling: full text to disk, bounded tail in memory, paged reads.
+#include "sandbox/output_spool.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace kiln::sandbox {
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if invalid, or -1 if cut by the end.
+int utf8_len(std::string_view s, std::size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  int n;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4;
+  else return 0;
+  for (int k = 1; k < n; ++k) {
+    if (i + std::size_t(k) >= s.size()) return -1;
+    auto d = static_cast<unsigned char>(s[i + std::size_t(k)]);
+    if ((d & 0xC0) != 0x80) return 0;
+    if (k == 1) {
+      if (c == 0xE0 && d < 0xA0) return 0;
+      if (c == 0xED && d > 0x9F) return 0;
+      if (c == 0xF0 && d < 0x90) return 0;
+      if (c == 0xF4 && d > 0x8F) return 0;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string sanitize_utf8(std::string_view text, bool drop_incomplete_tail) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    int n = utf8_len(text, i);
+    if (n > 0) {
+      out.append(text.substr(i, std::size_t(n)));
+      i += std::size_t(n);
+    } else if (n < 0 && drop_incomplete_tail) {
+      break;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::size_t utf8_incomplete_tail(std::string_view text) {
+  for (std::size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    std::size_t i = text.size() - back;
+    auto c = static_cast<unsigned char>(text[i]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: keep looking for the lead
+    if (c < 0x80) return 0;
+    return utf8_len(text, i) < 0 ? back : 0;
+  }
+  return 0;
+}
+
+OutputSpool::OutputSpool(std::string path, std::size_t tail_keep) : path_(std::move(path)), tail_keep_(tail_keep) {
+  if (!path_.empty()) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+OutputSpool::~OutputSpool() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputSpool::append(std::string_view data) {
+  std::lock_guard lock(mu_);
+  if (fd_ >= 0) {
+    std::size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = ::pwrite(fd_, data.data() + off, data.size() - off, off_t(total_ + off));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {  // disk full or gone: keep the tail in memory only
+        ::close(fd_);
+        fd_ = -1;
+        break;
+      }
+      off += std::size_t(n);
+    }
+  }
+  total_ += data.size();
+  if (tail_keep_ == 0) return;
+  tail_.append(data.size() > tail_keep_ ? data.substr(data.size() - tail_keep_) : data);
+  if (tail_.size() > 2 * tail_keep_) tail_.erase(0, tail_.size() - tail_keep_);
+}
+
+void OutputSpool::add_dropped(std::uint64_t n) {
+  std::lock_guard lock(mu_);
+  dropped_ += n;
+}
+
+std::uint64_t OutputSpool::size() const {
+  std::lock_guard lock(mu_);
+  return total_;
+}
+
+std::uint64_t OutputSpool::dropped() const {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
+StreamTail OutputSpool::tail(std::size_t max) const {
+  std::lock_guard lock(mu_);
+  StreamTail t;
+  t.total_bytes = total_;
+  t.dropped_bytes = dropped_;
+  std::size_t take = std::min({max, tail_.size(), std::size_t(total_)});
+  std::size_t start = tail_.size() - take;
+  // Do not begin inside a UTF-8 sequence.
+  int skip = 0;
+  while (start < tail_.size() && skip < 3 && (static_cast<unsigned char>(tail_[start]) & 0xC0) == 0x80) {
+    ++start;
+    ++skip;
+  }
+  t.text = sanitize_utf8(std::string_view(tail_).substr(start));
+  t.tail_offset = total_ - (tail_.size() - start);
+  t.truncated = t.tail_offset > 0 || dropped_ > 0;
+  return t;
+}
+
+std::string OutputSpool::read(std::uint64_t offset, std::size_t limit) const {
+  std::lock_guard lock(mu_);
+  if (offset >= total_) return {};
+  std::size_t want = std::size_t(std::min<std::uint64_t>(limit, total_ - offset));
+  const std::uint64_t tail_start = total_ - tail_.size();
+  if (offset >= tail_start) return tail_.substr(std::size_t(offset - tail_start), want);
+  if (fd_ < 0) {
+    // The file is gone (disk full): only what the tail still holds can be served.
+    return {};
+  }
+  std::string out(want, '\0');
+  std::size_t got = 0;
+  while (got < want) {
+    ssize_t n = ::pread(fd_, out.data() + got, want - got, off_t(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += std::size_t(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+}  // namespace kiln::sandbox

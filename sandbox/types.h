@@ -1,0 +1,134 @@
+// Plain types shared by the sandbox layer and its callers (server/ tool handlers, `kiln run`):
+// policy in, results out. No MCP, no Asio here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::sandbox {
+
+enum class Network { none, loopback, host };
+enum class Isolation { strict, none };
+
+// Every limit is optional: unset means "the default" (see policy.h), and an explicitly requested
+// limit that cannot be enforced on this host is refused, never dropped.
+struct Limits {
+  std::optional<double> wall_s;
+  std::optional<double> cpu_s;
+  std::optional<std::uint64_t> memory_mb;
+  std::optional<std::uint64_t> pids;
+  std::optional<std::uint64_t> output_bytes;
+  std::optional<std::uint64_t> file_size_mb;
+};
+
+struct SandboxPolicy {
+  Network network = Network::none;
+  Isolation isolation = Isolation::strict;
+  Limits limits;                                // after defaults: every field set
+  Limits requested;                             // what the caller/kiln.json asked for explicitly
+  std::map<std::string, std::string> env;       // extra variables asked for on purpose
+  std::vector<std::string> secrets;             // names; values resolved by SecretStore
+  std::string workspace_root;                   // absolute real path
+  std::string workspace_id;
+};
+
+enum class StopReason {
+  exit, signal, timeout, cpu_limit, memory_limit, pids_limit, output_limit, cancelled, killed,
+  setup_failed, interrupted,
+};
+const char* to_string(StopReason r);
+const char* to_string(Network n);
+
+enum class Stream { stdout_, stderr_, both };
+
+// The tail of one output stream as it is returned in a result: the last bytes (already
+// redacted) with what the caller needs to page the rest through process_output.
+struct StreamTail {
+  std::string text;             // the tail, UTF-8 safe (cut at a character boundary)
+  std::uint64_t total_bytes = 0;  // bytes the command wrote to this stream (after redaction)
+  std::uint64_t tail_offset = 0;  // where `text` starts in the stream
+  bool truncated = false;         // true when text is not the whole stream
+  std::uint64_t dropped_bytes = 0;  // bytes beyond the output cap that were not kept
+};
+
+struct ExecRequest {
+  std::vector<std::string> argv;  // already split; a string command becomes /bin/sh -c
+  std::string display_command;    // for traces and listings
+  std::string cwd;                // absolute path inside the sandbox
+  std::optional<std::string> stdin_data;
+  bool background = false;
+  std::optional<double> timeout_s;  // overrides limits.wall_s
+  std::size_t tail_bytes = 16 * 1024;
+  bool want_progress = false;     // collect output chunks for notifications/progress
+  std::map<std::string, std::string> env;  // per-exec additions to the sandbox's environment
+  // Called on the sandbox's event loop with each redacted chunk as it arrives (`kiln run`
+  // streams to the terminal with it). Must not block for long.
+  std::function<void(bool is_stderr, std::string_view chunk)> live_output;
+};
+
+struct ExecResult {
+  std::string run_id;
+  std::string sandbox_id;
+  bool fresh_sandbox = false;
+  std::optional<int> exit_code;
+  int signal = 0;
+  StopReason stop_reason = StopReason::exit;
+  std::int64_t duration_ms = 0;
+  double duration_precise_ms = 0;
+  StreamTail out, err;
+  std::optional<std::uint64_t> peak_memory_bytes;
+  std::string peak_memory_source;  // "cgroup v1 memory.max_usage_in_bytes", "rusage maxrss", ...
+  std::uint64_t user_ms = 0, sys_ms = 0;
+  std::vector<std::string> limits_hit;
+  std::string run_dir;
+  nlohmann::json isolation;
+  std::string warning;  // set loudly for isolation none
+};
+
+struct BackgroundStarted {
+  std::string run_id;
+  std::string sandbox_id;
+  int pid = 0;  // inside the sandbox's pid namespace (host pid for isolation none)
+  std::string run_dir;
+  nlohmann::json isolation;
+  std::string warning;
+};
+
+struct OutputPage {
+  std::string data;
+  std::uint64_t offset = 0;
+  std::uint64_t next_offset = 0;
+  std::uint64_t total_bytes = 0;
+  bool eof = false;      // no more data will come after next_offset (process done, all read)
+  bool running = false;
+  std::optional<int> exit_code;
+  int signal = 0;
+  std::optional<StopReason> stop_reason;
+};
+
+struct SandboxInfo {
+  std::string sandbox_id;
+  nlohmann::json isolation;
+  std::string warning;
+  double setup_ms = 0;
+};
+
+struct CleanupReport {
+  std::string sandbox_id;
+  std::vector<std::string> processes_killed;  // run ids that were still running
+  bool namespaces_gone = false;                // helper exited: its mount/pid/net namespaces died with it
+  std::vector<std::string> cgroups_removed;
+  std::vector<std::string> temp_dirs_removed;
+  std::vector<std::string> leftovers;          // anything that could not be cleaned, in words
+  double duration_ms = 0;
+};
+
+}  // namespace kiln::sandbox

@@ -1,0 +1,193 @@
+// The sandbox engine against the real kiln-sandbox helper: fresh and session execs, timeouts
+// that kill a whole tree, output caps, background runs with stdin and long-poll output, and
+// destroy cleanup. Skips (with the reason) where the helper cannot build a sandbox.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "sandbox/manager.h"
+#include "sandbox/policy.h"
+
+using namespace kiln::sandbox;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Env {
+  std::string state, ws;
+  std::unique_ptr<SandboxManager> m;
+  std::string skip;
+  Env(bool allow_unsandboxed = false) {
+    char tmpl[] = "/tmp/kiln-sbx-test-XXXXXX";
+    std::string base = ::mkdtemp(tmpl);
+    state = base + "/state";
+    ws = base + "/ws";
+    fs::create_directories(state);
+    fs::create_directories(ws);
+    ManagerOptions o;
+    o.state_dir = state;
+    o.helper_path = KILN_SANDBOX_HELPER;
+    o.allow_unsandboxed = allow_unsandboxed;
+    o.cleanup_stale = false;
+    m = std::make_unique<SandboxManager>(o);
+    auto probe = exec("true");
+    if (!probe) skip = probe.error().message;
+  }
+  ~Env() {
+    m.reset();
+    std::error_code ec;
+    fs::remove_all(fs::path(state).parent_path(), ec);
+  }
+  SandboxPolicy policy(nlohmann::json args = nlohmann::json::object()) {
+    PolicyInput in;
+    in.args = std::move(args);
+    in.workspace_root = ws;
+    in.workspace_id = "ws_test";
+    auto p = make_policy(in);
+    REQUIRE(p);
+    REQUIRE(m->finalize_policy(*p));
+    return *p;
+  }
+  kiln::Result<ExecResult> exec(const std::string& cmd, nlohmann::json args = nlohmann::json::object(),
+                                const std::string& sb = {}, std::optional<double> timeout = {}) {
+    auto p = policy(args);
+    ExecRequest r;
+    r.argv = {"/bin/sh", "-c", cmd};
+    r.cwd = ws;
+    r.timeout_s = timeout;
+    return m->exec(sb, sb.empty() ? &p : nullptr, r);
+  }
+};
+
+#define SKIP_IF_NO_SANDBOX(e)                                              \
+  if (!(e).skip.empty()) {                                                 \
+    MESSAGE("SKIPPED: the sandbox helper cannot run here: " << (e).skip);  \
+    return;                                                                \
+  }
+
+}  // namespace
+
+TEST_CASE("fresh exec: exit code, stdout, stderr, isolation report") {
+  Env e;
+  SKIP_IF_NO_SANDBOX(e);
+  auto r = e.exec("echo out; echo err >&2; exit 3");
+  REQUIRE(r);
+  CHECK(r->exit_code == 3);
+  CHECK(r->stop_reason == StopReason::exit);
+  CHECK(r->out.text == "out\n");
+  CHECK(r->err.text == "err\n");
+  CHECK(!r->out.truncated);
+  CHECK(r->isolation["level"] == "strict");
+  CHECK(fs::exists(r->run_dir + "/stdout"));
+}
+
+TEST_CASE("host environment does not leak; HOME is inside the sandbox") {
+  ::setenv("KILN_LEAK_CHECK", "visible", 1);
+  Env e;
+  SKIP_IF_NO_SANDBOX(e);
+  auto r = e.exec("echo \"[$KILN_LEAK_CHECK] $HOME\"; test -d \"$HOME\" && echo home-ok");
+  REQUIRE(r);
+  CHECK(r->out.text == "[] /tmp/home\nhome-ok\n");
+}
+
+TEST_CASE("wall timeout kills a tree that ignores TERM and escaped with setsid") {
+  Env e;
+  SKIP_IF_NO_SANDBOX(e);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = e.exec("trap '' TERM; setsid sh -c 'trap \"\" TERM; sleep 100' & (sleep 100 &) ; sleep 100", {}, {}, 0.5);
+  REQUIRE(r);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r->stop_reason == StopReason::timeout);
+  CHECK(ms < 3000);
+}
+
+TEST_CASE("output cap stops the command and says truncated with the total") {
+  Env e;
+  SKIP_IF_NO_SANDBOX(e);
+  auto r = e.exec("yes 0123456789", {{"limits", {{"output_bytes", 100000}}}});
+  REQUIRE(r);
+  CHECK(r->stop_reason == StopReason::output_limit);
+  CHECK(r->out.truncated);
+  CHECK(r->out.total_bytes == 100000);
+  CHECK(r->out.dropped_bytes > 0);
+  CHECK(r->out.text.size() <= 16 * 1024);
+}
+
+TEST_CASE("session: /tmp persists, background process reachable, stdin, long-poll, kill, destroy") {
+  Env e;
+  SKIP_IF_NO_SANDBOX(e);
+  auto sb = e.m->create(e.policy());
+  REQUIRE(sb);
+  auto a = e.exec("echo hello > /tmp/x", {}, sb->sandbox_id);
+  REQUIRE(a);
+  auto b = e.exec("cat /tmp/x", {}, sb->sandbox_id);
+  REQUIRE(b);
+  CHECK(b->out.text == "hello\n");
+
+  ExecRequest bg;
+  bg.argv = {"/bin/sh", "-c", "while read l; do echo \"got $l\"; done; echo bye"};
+  bg.cwd = e.ws;
+  auto started = e.m->start(sb->sandbox_id, nullptr, bg);
+  REQUIRE(started);
+  CHECK(started->pid > 0);
+  REQUIRE(e.m->input(started->run_id, "one\n", false));
+  auto page = e.m->output(started->run_id, Stream::stdout_, 0, 1000, 3000);
+  REQUIRE(page);
+  CHECK(page->data == "got one\n");
+  CHECK(page->running);
+  REQUIRE(e.m->input(started->run_id, "two\n", true));
+  std::string all;
+  std::uint64_t off = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto p = e.m->output(started->run_id, Stream::stdout_, off, 1000, 200);
+    REQUIRE(p);
+    all += p->data;
+    off = p->next_offset;
+    if (p->eof) break;
+  }
+  CHECK(all == "got one\ngot two\nbye\n");
+
+  ExecRequest sleeper;
+  sleeper.argv = {"sleep", "100"};
+  sleeper.cwd = e.ws;
+  auto s = e.m->start(sb->sandbox_id, nullptr, sleeper);
+  REQUIRE(s);
+  auto k = e.m->kill(s->run_id, SIGKILL);
+  REQUIRE(k);
+  REQUIRE(k->has_value());
+  CHECK(**k == StopReason::killed);
+
+  auto s2 = e.m->start(sb->sandbox_id, nullptr, sleeper);
+  REQUIRE(s2);
+  auto c = e.m->destroy(sb->sandbox_id);
+  REQUIRE(c);
+  CHECK(c->leftovers.empty());
+  CHECK(c->processes_killed.size() == 1);
+  CHECK(e.m->list().empty());
+}
+
+TEST_CASE("isolation none is refused without --allow-unsandboxed and loud with it") {
+  Env e;
+  SandboxPolicy p;
+  p.isolation = Isolation::none;
+  auto r = e.m->finalize_policy(p);
+  REQUIRE(!r);
+  CHECK(r.error().message.find("--allow-unsandboxed") != std::string::npos);
+
+  Env u(true);
+  auto res = u.exec("echo plain; echo \"[$KILN_LEAK_CHECK]\"", {{"isolation", "none"}});
+  REQUIRE(res);
+  CHECK(res->isolation["level"] == "none");
+  CHECK(!res->warning.empty());
+  CHECK(res->out.text == "plain\n[]\n");
+  auto t = u.exec("sleep 100 & sleep 100", {{"isolation", "none"}}, {}, 0.3);
+  REQUIRE(t);
+  CHECK(t->stop_reason == StopReason::timeout);
+}

@@ -1,0 +1,106 @@
+// Policy merging, environment filtering, workspace refusal and the helper spec.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "sandbox/policy.h"
+
+using namespace kiln::sandbox;
+using nlohmann::json;
+
+TEST_CASE("call arguments override kiln.json per limit and per variable; secrets are a union") {
+  PolicyInput in;
+  in.config_sandbox = json{{"network", "loopback"}, {"limits", {{"wall_s", 600}, {"memory_mb", 2048}}},
+                           {"env", {{"CI", "1"}, {"A", "cfg"}}}, {"secrets", {"NPM_TOKEN"}}};
+  in.args = json{{"limits", {{"memory_mb", 512}}}, {"env", {{"A", "call"}}}, {"secrets", {"GH_TOKEN", "NPM_TOKEN"}}};
+  in.workspace_root = "/work/ws";
+  auto p = make_policy(in);
+  REQUIRE(p);
+  CHECK(p->network == Network::loopback);
+  CHECK(*p->requested.wall_s == 600);
+  CHECK(*p->requested.memory_mb == 512);
+  CHECK(p->env.at("CI") == "1");
+  CHECK(p->env.at("A") == "call");
+  CHECK(p->secrets == std::vector<std::string>{"NPM_TOKEN", "GH_TOKEN"});
+}
+
+TEST_CASE("bad values are refused with their name") {
+  PolicyInput in;
+  in.args = json{{"limits", {{"memory_mb", -1}}}};
+  auto p = make_policy(in);
+  REQUIRE(!p);
+  CHECK(p.error().message.find("memory_mb") != std::string::npos);
+  in.args = json{{"limits", {{"bogus", 1}}}};
+  CHECK(!make_policy(in));
+  in.args = json{{"network", "internet"}};
+  CHECK(!make_policy(in));
+  in.args = json{{"env", {{"BAD NAME", "x"}}}};
+  CHECK(!make_policy(in));
+  in.args = json{{"secrets", {"not-a-name"}}};
+  CHECK(!make_policy(in));
+}
+
+TEST_CASE("defaults fill what was not asked for; cgroup-only defaults only with cgroups") {
+  Limits l;
+  apply_default_limits(l, false, false);
+  CHECK(*l.wall_s == 600);
+  CHECK(*l.output_bytes == 64ull << 20);
+  CHECK(!l.memory_mb);
+  CHECK(!l.pids);
+  Limits c;
+  apply_default_limits(c, true, true);
+  CHECK(*c.memory_mb == 2048);
+  CHECK(*c.pids == 1024);
+}
+
+TEST_CASE("the sandbox environment holds only the safe base, env and secrets") {
+  ::setenv("KILN_TEST_HOST_SECRET", "leak", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "leak", 1);
+  SandboxPolicy p;
+  p.env = {{"CI", "1"}};
+  auto env = sandbox_env(p, {{"NPM_TOKEN", "tok"}});
+  CHECK(env.at("PATH") == kSafePath);
+  CHECK(env.at("HOME") == "/tmp/home");
+  CHECK(env.contains("LANG"));
+  CHECK(env.contains("TERM"));
+  CHECK(env.at("CI") == "1");
+  CHECK(env.at("NPM_TOKEN") == "tok");
+  CHECK(env.size() == 6);
+  CHECK(!env.contains("KILN_TEST_HOST_SECRET"));
+  CHECK(!env.contains("AWS_SECRET_ACCESS_KEY"));
+}
+
+TEST_CASE("the helper spec binds system folders read-only, never /etc as a whole or homes") {
+  SandboxPolicy p;
+  p.workspace_root = "/work/ws";
+  auto spec = helper_spec(p, "sb_x", {"/sys/fs/cgroup/memory/kiln/sb_x"});
+  CHECK(spec["workspace"] == "/work/ws");
+  CHECK(spec["network"] == "none");
+  CHECK(spec["cgroups"][0] == "/sys/fs/cgroup/memory/kiln/sb_x");
+  bool has_usr = false;
+  for (const auto& b : spec["ro_binds"]) {
+    std::string s = b;
+    CHECK(s != "/etc");
+    CHECK(s != "/etc/shadow");
+    CHECK(!s.starts_with("/home"));
+    CHECK(!s.starts_with("/root"));
+    has_usr |= s == "/usr";
+  }
+  CHECK(has_usr);
+  // Only the fields the helper's strict parser knows.
+  for (const auto& [k, v] : spec.items()) {
+    static const std::set<std::string> known = {"id", "workspace", "workspace_writable", "ro_binds", "network",
+                                                "hostname", "tmp_size_mb", "uid", "gid", "cgroups", "seccomp", "landlock"};
+    CHECK(known.contains(k));
+  }
+}
+
+TEST_CASE("workspaces that would expose the host, a home or the state dir are refused") {
+  CHECK(!check_workspace_root("/", "/var/kiln"));
+  CHECK(!check_workspace_root("/var", "/var/kiln/state"));
+  ::setenv("HOME", "/home/someone", 1);
+  CHECK(!check_workspace_root("/home/someone", ""));
+  CHECK(!check_workspace_root("/home", ""));
+  CHECK(check_workspace_root("/home/someone/project", "/home/someone/.local/state/kiln"));
+}
