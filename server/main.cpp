@@ -16,14 +16,12 @@
 
 namespace {
 
-kiln::server::ToolRegistry build_registry(kiln::sandbox::SandboxManager& sandboxes) {
-  kiln::server::ToolRegistry registry;
+void fill_registry(kiln::server::ToolRegistry& registry, kiln::sandbox::SandboxManager& sandboxes) {
   kiln::server::register_workspace_tools(registry, &sandboxes);
   kiln::server::register_file_tools(registry);
   kiln::server::register_search_tools(registry);
   kiln::server::register_sandbox_tools(registry, sandboxes);
   registry.check_complete();
-  return registry;
 }
 
 }  // namespace
@@ -103,6 +101,7 @@ int main(int argc, char** argv) {
   }
 
   if (mcp->parsed()) {
+    kiln::server::block_termination_signals();  // before the first thread, see stdio_transport.h
     auto store = kiln::workspace::StateStore::open(state_dir);
     if (!store) {
       std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());
@@ -116,7 +115,10 @@ int main(int argc, char** argv) {
     sandbox_options.allow_unsandboxed = allow_unsandboxed;
     sandbox_options.idle_timeout = std::chrono::seconds(sandbox_idle_s);
     static kiln::sandbox::SandboxManager sandboxes(sandbox_options);
-    static kiln::server::ToolRegistry registry = build_registry(sandboxes);
+    // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
+    // meanwhile (tools/list and tools/call wait for it).
+    static kiln::server::ToolRegistry registry;
+    registry.populate_in_background([](kiln::server::ToolRegistry& r) { fill_registry(r, sandboxes); });
     kiln::server::ServerContext server{**store, registry, {}};
     server.options.startup_workspace = workspace;
     server.options.allow_unsandboxed = allow_unsandboxed;

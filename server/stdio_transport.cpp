@@ -72,15 +72,29 @@ struct StopSignal {
 
 }  // namespace
 
-int run_stdio(ServerContext& server, const StdioOptions& options) {
-  // Termination signals are taken synchronously by one thread; every thread created after this
-  // inherits the blocked mask.
+namespace {
+
+sigset_t termination_signals() {
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGHUP);
+  return sigs;
+}
+
+}  // namespace
+
+void block_termination_signals() {
+  sigset_t sigs = termination_signals();
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+}
+
+int run_stdio(ServerContext& server, const StdioOptions& options) {
+  // Termination signals are taken synchronously by one thread; every thread created after this
+  // inherits the blocked mask (main blocks them even earlier, before its first thread).
+  block_termination_signals();
+  sigset_t sigs = termination_signals();
   ::signal(SIGPIPE, SIG_IGN);
 
   auto out = std::make_shared<StdoutOutbound>();

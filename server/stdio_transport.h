@@ -12,6 +12,11 @@ struct StdioOptions {
   std::size_t max_message_bytes = 16 * 1024 * 1024;
 };
 
+// Blocks SIGTERM/SIGINT/SIGHUP in the calling thread, so threads created afterwards inherit the
+// mask and run_stdio's signal thread is the only one that takes them. Call it before starting any
+// thread.
+void block_termination_signals();
+
 // Serves until stdin closes or SIGTERM/SIGINT/SIGHUP arrives; returns the process exit code.
 int run_stdio(ServerContext& server, const StdioOptions& options);
 

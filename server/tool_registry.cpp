@@ -17,7 +17,8 @@ namespace {
   std::abort();
 }
 
-const nlohmann::json& tool_schema(const std::string& name) {
+// Every schemas/tools/*.json, parsed once.
+const std::map<std::string, nlohmann::json>& embedded_tool_schemas() {
   static const std::map<std::string, nlohmann::json> schemas = [] {
     std::map<std::string, nlohmann::json> out;
     for (const auto& f : kiln::schemas::all()) {
@@ -25,10 +26,16 @@ const nlohmann::json& tool_schema(const std::string& name) {
       auto j = nlohmann::json::parse(f.text, nullptr, false);
       if (j.is_discarded() || !j.is_object()) die("schemas/" + std::string(f.path) + " is not a JSON object");
       std::string name = j.value("name", "");
+      if (name.empty()) die("schemas/" + std::string(f.path) + " has no name");
       out[name] = std::move(j);
     }
     return out;
   }();
+  return schemas;
+}
+
+const nlohmann::json& tool_schema(const std::string& name) {
+  const auto& schemas = embedded_tool_schemas();
   auto it = schemas.find(name);
   if (it == schemas.end()) die("no schemas/tools/" + name + ".json for a registered tool");
   return it->second;
@@ -71,20 +78,39 @@ void ToolRegistry::add_definition(nlohmann::json definition, ToolHandler handler
 }
 
 void ToolRegistry::check_complete() const {
-  for (const auto& f : kiln::schemas::all()) {
-    if (!f.path.starts_with("tools/")) continue;
-    auto j = nlohmann::json::parse(f.text, nullptr, false);
-    std::string name = j.is_object() ? j.value("name", "") : "";
-    if (!tools_.contains(name)) die("schemas/" + std::string(f.path) + " has no handler (name '" + name + "')");
+  for (const auto& [name, schema] : embedded_tool_schemas()) {
+    if (!tools_.contains(name)) die("schemas/tools/" + name + ".json has no handler");
   }
 }
 
+void ToolRegistry::populate_in_background(std::function<void(ToolRegistry&)> fill) {
+  {
+    std::lock_guard lock(ready_mu_);
+    ready_ = false;
+  }
+  filler_ = std::jthread([this, fill = std::move(fill)] {
+    fill(*this);
+    {
+      std::lock_guard lock(ready_mu_);
+      ready_ = true;
+    }
+    ready_cv_.notify_all();
+  });
+}
+
+void ToolRegistry::wait_ready() const {
+  std::unique_lock lock(ready_mu_);
+  ready_cv_.wait(lock, [this] { return ready_; });
+}
+
 const ToolEntry* ToolRegistry::find(const std::string& name) const {
+  wait_ready();
   auto it = tools_.find(name);
   return it == tools_.end() ? nullptr : &it->second;
 }
 
 std::vector<nlohmann::json> ToolRegistry::definitions() const {
+  wait_ready();
   std::vector<nlohmann::json> out;
   out.reserve(order_.size());
   for (const auto& name : order_) out.push_back(tools_.at(name).definition);

@@ -4,9 +4,12 @@
 // abort at start-up so they cannot ship.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,10 +42,20 @@ class ToolRegistry {
   // Aborts the process with a message if any embedded tool schema lacks a handler or vice versa.
   void check_complete() const;
 
+  // Fills the table on a background thread, so a server can answer `initialize` while schemas
+  // are still being parsed; find() and definitions() wait until `fill` has returned.
+  void populate_in_background(std::function<void(ToolRegistry&)> fill);
+
   const ToolEntry* find(const std::string& name) const;
   std::vector<nlohmann::json> definitions() const;  // in registration order
 
  private:
+  void wait_ready() const;
+
+  mutable std::mutex ready_mu_;
+  mutable std::condition_variable ready_cv_;
+  bool ready_ = true;
+  std::jthread filler_;
   std::map<std::string, ToolEntry> tools_;
   std::vector<std::string> order_;
 };
