@@ -49,6 +49,7 @@ demo: build node-deps
 	@KILN_BIN=$(KILN_ABS) node demo/agent.mjs
 
 bench: build node-deps
+	@scripts/install-deps.sh --bench
 	@scripts/npm-deps.sh bench
 	@KILN_BIN=$(KILN_ABS) KILN_BUILD=$(abspath $(BUILD)) node bench/run.mjs
 

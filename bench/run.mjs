@@ -4,15 +4,18 @@
 //     @modelcontextprotocol/server-filesystem (the reference Node server, from bench/node_modules)
 //   - file_read / file_search call latency over one session vs its read_text_file / search_files
 //   - file_search vs ripgrep on one generated 50k-file tree (kept in the build folder)
+//   - sandbox start-up for /bin/true: sandbox_exec through an MCP session (official SDK client) in a
+//     fresh strict sandbox and in a session sandbox, against fork/exec, `unshare -Urmnp`, two bwrap
+//     setups and Anthropic's `srt` CLI (@anthropic-ai/sandbox-runtime, from bench/node_modules)
 // Environment: KILN_BIN (the binary), KILN_BUILD (build folder for the tree), BENCH_QUICK=1 for
-// fewer repetitions.
+// fewer repetitions, BENCH_ONLY=sandbox to take only the sandbox figures (no REPORT.md written).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { copySample, generateTree, kilnBin, RawServer, tempDir } from '../tests/lib/kiln.mjs';
+import { connectClient, copySample, generateTree, kilnBin, RawServer, tempDir } from '../tests/lib/kiln.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const buildDir = process.env.KILN_BUILD ?? path.join(benchDir, '..', 'build');
@@ -21,6 +24,10 @@ const N_START = quick ? 5 : 20;
 const N_CALLS = quick ? 10 : 50;
 const N_SEARCH = quick ? 3 : 7;
 const TREE_FILES = Number(process.env.BENCH_TREE_FILES ?? 50000);
+const N_SANDBOX = quick ? 20 : 100; // rounds for kiln, fork/exec, unshare, bwrap
+const N_SRT = quick ? 5 : 20; // srt is a Node CLI (~0.3-0.8 s a run): fewer rounds
+const ONLY = process.env.BENCH_ONLY;
+const SB_TARGETS = { fresh: 3, session: 1.5 }; // ms, median tools/call round trip
 
 const peerPkg = path.join(benchDir, 'node_modules', '@modelcontextprotocol', 'server-filesystem');
 const peerMain = path.join(peerPkg, 'dist', 'index.js');
@@ -155,6 +162,155 @@ function machine() {
   return { model, kernel, nproc, load, node: process.version };
 }
 
+
+// ---- sandbox start-up ------------------------------------------------------------------------
+const srtPkg = path.join(benchDir, 'node_modules', '@anthropic-ai', 'sandbox-runtime');
+const srtBin = path.join(benchDir, 'node_modules', '.bin', 'srt');
+
+// One external command, run as a whole process with spawnSync. Returns the time, or the reason it
+// cannot run here.
+function runExternal(argv, cwd) {
+  const t0 = nowMs();
+  const r = spawnSync(argv[0], argv.slice(1), { cwd, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8', timeout: 30000 });
+  const dt = nowMs() - t0;
+  if (r.error) return { error: r.error.code === 'ENOENT' ? `${argv[0]} not installed` : String(r.error.message) };
+  if (r.status !== 0) {
+    const why = (r.stderr ?? '').trim().split('\n').filter(Boolean).slice(-1)[0] ?? '';
+    return { error: `exit ${r.status ?? r.signal}${why ? `: ${why.slice(0, 160)}` : ''}` };
+  }
+  return { ms: dt };
+}
+
+function onPath(cmd) {
+  return (process.env.PATH ?? '').split(':').some((d) => d && fs.existsSync(path.join(d, cmd)));
+}
+
+// The setups, in table order. `argv` is what runs; `shown` is what the report prints.
+function sandboxPeers(ws, srtSettings) {
+  const bwrapMin = ['bwrap', '--unshare-all', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin',
+    '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--proc', '/proc', '--dev', '/dev',
+    '--tmpfs', '/tmp', '/bin/true'];
+  // tmpfs /tmp before the workspace bind: the workspace copy itself lives under /tmp.
+  const bwrapRoot = ['bwrap', '--unshare-all', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev',
+    '--tmpfs', '/tmp', '--bind', ws, ws, '--chdir', ws, '/bin/true'];
+  const peers = [
+    { key: 'fork', name: 'fork/exec /bin/true (floor)', argv: ['/bin/true'], n: N_SANDBOX },
+    { key: 'unshare', name: 'unshare -Urmnp --fork /bin/true', argv: ['unshare', '-Urmnp', '--fork', '/bin/true'], n: N_SANDBOX },
+    { key: 'bwrap-usr', name: 'bwrap --unshare-all, ro /usr + symlinks, /proc, /dev, tmpfs /tmp', argv: bwrapMin, n: N_SANDBOX },
+    { key: 'bwrap-root', name: 'bwrap --unshare-all, --ro-bind / / + rw workspace, /proc, /dev, tmpfs /tmp', argv: bwrapRoot, n: N_SANDBOX },
+    { key: 'srt', name: 'srt /bin/true (@anthropic-ai/sandbox-runtime CLI)', argv: [srtBin, '-s', srtSettings, '/bin/true'], n: N_SRT },
+  ];
+  for (const p of peers) {
+    if (p.key === 'srt') {
+      if (!fs.existsSync(srtBin)) p.missing = 'not installed in bench/node_modules (npm ci in bench/ failed?)';
+      else if (!onPath('bwrap') || !onPath('socat')) p.missing = `srt needs ${['bwrap', 'socat'].filter((c) => !onPath(c)).join(' and ')} on Linux, not installed`;
+    } else if (p.argv[0] !== '/bin/true' && !onPath(p.argv[0])) {
+      p.missing = `${p.argv[0]} not installed${p.argv[0] === 'bwrap' ? ' (Debian package bubblewrap)' : ''}`;
+    }
+    if (!p.missing) {
+      const probe = runExternal(p.argv, ws); // also the warm-up run
+      if (probe.error) p.missing = `does not run here: ${probe.error}`;
+    }
+    p.times = [];
+  }
+  return peers;
+}
+
+async function sandboxStartup(ws) {
+  const srtSettings = path.join(tempDir('kiln-bench-srt-'), 'srt-settings.json');
+  // srt's built-in defaults (no network, no writes) plus the workspace writable, as kiln's sandbox has it.
+  fs.writeFileSync(srtSettings, JSON.stringify({
+    network: { allowedDomains: [], deniedDomains: [] },
+    filesystem: { denyRead: [], allowRead: [], allowWrite: [ws], denyWrite: [] },
+  }));
+  const tmpBefore = new Set(fs.readdirSync(os.tmpdir()));
+  const peers = sandboxPeers(ws, srtSettings);
+
+  const kiln = { fresh: { times: [] }, session: { times: [] }, floor: { times: [] } };
+  const c = await connectClient({ args: ['--workspace', ws], name: 'kiln-bench' });
+  const call = async (name, args) => {
+    const t0 = nowMs();
+    const r = await c.client.callTool({ name, arguments: args }, undefined, { timeout: 60000 });
+    const dt = nowMs() - t0;
+    const sc = r.structuredContent;
+    if (r.isError || !sc) return { error: (r.content ?? []).map((x) => x.text).join(' ').slice(0, 200) || 'no structuredContent' };
+    if (name === 'sandbox_exec' && sc.exit_code !== 0) return { error: `exit_code ${sc.exit_code}, stop_reason ${sc.stop_reason}: ${String(sc.stderr ?? '').slice(0, 160)}` };
+    return { ms: dt, sc };
+  };
+  let sandboxId;
+  try {
+    const created = await call('sandbox_create', {});
+    if (created.error) kiln.session.error = `sandbox_create: ${created.error}`;
+    else sandboxId = created.sc.sandbox_id;
+    // Warm-up: one of each (the first calls pay for page faults and lazy set-up).
+    for (const [k, name, args] of [['fresh', 'sandbox_exec', { command: ['/bin/true'] }],
+      ['session', 'sandbox_exec', { command: ['/bin/true'], sandbox_id: sandboxId }], ['floor', 'sandbox_list', {}]]) {
+      if (kiln[k].error) continue;
+      const r = await call(name, args);
+      if (r.error) kiln[k].error = r.error;
+    }
+    // Interleaved rounds, so a noisy neighbour hits every setup alike.
+    for (let i = 0; i < N_SANDBOX; i++) {
+      const steps = [
+        ...peers.filter((p) => !p.missing && i < p.n).map((p) => () => {
+          const r = runExternal(p.argv, ws);
+          if (r.error) p.missing = `failed during the run: ${r.error}`; else p.times.push(r.ms);
+        }),
+        async () => { if (!kiln.fresh.error) { const r = await call('sandbox_exec', { command: ['/bin/true'] }); if (r.error) kiln.fresh.error = r.error; else kiln.fresh.times.push(r.ms); } },
+        async () => { if (!kiln.session.error) { const r = await call('sandbox_exec', { command: ['/bin/true'], sandbox_id: sandboxId }); if (r.error) kiln.session.error = r.error; else kiln.session.times.push(r.ms); } },
+        async () => { const r = await call('sandbox_list', {}); if (!r.error) kiln.floor.times.push(r.ms); },
+      ];
+      const off = i % steps.length; // rotate the order round by round
+      for (let j = 0; j < steps.length; j++) await steps[(j + off) % steps.length]();
+    }
+  } finally {
+    if (sandboxId) await c.client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sandboxId } }).catch(() => {});
+    await c.close();
+    // srt leaves a /tmp/srt-mux-<pid>-0.sock (and bridge sockets) behind per run: remove ours.
+    for (const f of fs.readdirSync(os.tmpdir())) {
+      if (!tmpBefore.has(f) && /^(srt-mux-|claude-(http|socks)-).*\.sock$/.test(f)) fs.rmSync(path.join(os.tmpdir(), f), { force: true });
+    }
+  }
+  for (const k of Object.keys(kiln)) kiln[k].ms = kiln[k].times.length ? median(kiln[k].times) : undefined;
+  for (const p of peers) p.ms = p.times.length ? median(p.times) : undefined;
+  return { kiln, peers };
+}
+
+function sandboxTable(sb) {
+  const base = sb.kiln.fresh.ms;
+  const rows = [
+    { name: 'kiln sandbox_exec, fresh strict sandbox (MCP round trip)', ...sb.kiln.fresh, n: sb.kiln.fresh.times.length, target: `< ${SB_TARGETS.fresh} ms`, limit: SB_TARGETS.fresh },
+    { name: 'kiln sandbox_exec, session sandbox (MCP round trip)', ...sb.kiln.session, n: sb.kiln.session.times.length, target: `< ${SB_TARGETS.session} ms`, limit: SB_TARGETS.session },
+    { name: 'kiln tools/call floor (sandbox_list, MCP round trip)', ...sb.kiln.floor, n: sb.kiln.floor.times.length },
+    ...sb.peers.map((p) => ({ name: p.name, ms: p.ms, n: p.times.length, error: p.missing, external: true })),
+  ];
+  // What Node's own spawn of a process costs (the fork/exec row): an external figure less that is
+  // the sandbox's own share.
+  const spawnFloor = sb.peers.find((p) => p.key === 'fork')?.ms;
+  const header = ['/bin/true in ...', 'median', 'less spawn floor', 'runs', 'ratio to kiln fresh', 'target'];
+  const table = rows.map((r) => [
+    r.name,
+    r.ms === undefined ? (r.error ? 'n/a (see note)' : 'n/a') : fmt(r.ms, 'ms'),
+    r.external && r.ms !== undefined && spawnFloor !== undefined ? fmt(r.ms - spawnFloor, 'ms') : '',
+    String(r.n ?? 0),
+    r.ms === undefined || base === undefined ? '-' : `${(r.ms / base).toFixed(2)}x`,
+    r.limit ? (r.ms === undefined ? `${r.target} (no figure)` : `${r.target} ${r.ms < r.limit ? 'met' : 'NOT met'}`) : '',
+  ]);
+  const notes = rows.filter((r) => r.error).map((r) => `${r.name}: ${r.error}`);
+  return { header, table, notes };
+}
+
+function printTable(header, table) {
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
+  const line = (cells) => cells.map((c, i) => c.padEnd(widths[i])).join('  ');
+  console.log(line(header));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const row of table) console.log(line(row));
+}
+
+const mdTable = (header, table) => [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`,
+  ...table.map((row) => `| ${row.join(' | ')} |`)];
+
 const fmt = (x, unit) => (x === undefined ? '-' : `${x < 10 ? x.toFixed(2) : x.toFixed(1)} ${unit}`);
 
 async function main() {
@@ -164,6 +320,17 @@ async function main() {
   const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.trim();
   console.log(`Kiln bench: ${version} vs @modelcontextprotocol/server-filesystem ${peerVersion} and ${spawnSync('rg', ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0]}`);
   console.log(`machine: ${m.nproc} cores, ${m.model}, kernel ${m.kernel}, load ${m.load}\n`);
+
+  const srtVersion = fs.existsSync(srtPkg) ? JSON.parse(fs.readFileSync(path.join(srtPkg, 'package.json'), 'utf8')).version : undefined;
+  const bwrapVersion = spawnSync('bwrap', ['--version'], { encoding: 'utf8' }).stdout?.trim() || 'bwrap missing';
+  console.log(`sandbox peers: ${bwrapVersion}, srt ${srtVersion ?? 'missing'}, ${spawnSync('unshare', ['--version'], { encoding: 'utf8' }).stdout?.trim() || 'unshare missing'}\n`);
+
+  if (ONLY === 'sandbox') {
+    const sb = sandboxTable(await sandboxStartup(ws));
+    printTable(sb.header, sb.table);
+    for (const n of sb.notes) console.log(`note: ${n}`);
+    return;
+  }
 
   const rows = [];
   const floor = await harnessFloor();
@@ -184,18 +351,20 @@ async function main() {
   const s = await searchVsRg(tree);
   rows.push({ figure: `file_search vs rg, ${TREE_FILES} files (median of ${N_SEARCH})`, kiln: s.kiln, peer: s.rg, unit: 'ms', target: '<= 1.5x rg', ok: s.kiln <= 1.5 * s.rg, peerName: 'rg' });
 
+  const sbRaw = await sandboxStartup(ws);
+  const sb = sandboxTable(sbRaw);
+
   const header = ['figure', 'kiln', 'peer', 'ratio kiln/peer', 'target'];
   const table = rows.map((r) => [
     r.figure, fmt(r.kiln, r.unit), `${fmt(r.peer, r.unit)}${r.peerName ? ` (${r.peerName})` : ''}`,
     `${(r.kiln / r.peer).toFixed(2)}x`, r.target ? `${r.target} ${r.ok ? 'met' : 'NOT met'}` : '',
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
-  const line = (cells) => cells.map((c, i) => c.padEnd(widths[i])).join('  ');
-  console.log(line(header));
-  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const row of table) console.log(line(row));
+  printTable(header, table);
   for (const r of rows) if (r.note) console.log(`note: ${r.figure.split(' (')[0]}: ${r.note}`);
   console.log(`note: start-up includes the harness's own spawn + pipe round trip, ${floor.toFixed(2)} ms (spawning cat); kiln less that: ${(kStart.startMs - floor).toFixed(2)} ms`);
+  console.log('\nsandbox start-up, /bin/true (interleaved rounds, medians):');
+  printTable(sb.header, sb.table);
+  for (const n of sb.notes) console.log(`note: ${n}`);
 
   const md = [
     '# Kiln benchmark report',
@@ -207,10 +376,15 @@ async function main() {
     `- kiln: ${version}`,
     `- machine: ${m.nproc} cores (nproc), ${m.model}, kernel ${m.kernel}, load average at start ${m.load}`,
     '',
-    `| ${header.join(' | ')} |`,
-    `|${header.map(() => '---').join('|')}|`,
-    ...table.map((row) => `| ${row.join(' | ')} |`),
+    ...mdTable(header, table),
     '',
+    '## Sandbox start-up: `/bin/true`',
+    '',
+    `Peers: ${bwrapVersion}, \`@anthropic-ai/sandbox-runtime\` ${srtVersion ?? '(missing)'} (\`srt\`), util-linux unshare.`,
+    '',
+    ...mdTable(sb.header, sb.table),
+    '',
+    ...(sb.notes.length ? ['Missing or failing here:', ...sb.notes.map((n) => `- ${n}`), ''] : []),
     'How each figure is taken:',
     `- start-up: spawn to the \`initialize\` response on stdout (median of ${N_START} fresh processes, kiln's`,
     `  sharing one KILN_HOME as a returning user's do); the harness alone (spawn \`cat\`, one line there and`,
@@ -222,6 +396,19 @@ async function main() {
     `- file_search vs rg: the same ${TREE_FILES}-file generated tree (kept in the build folder), pattern`,
     '  `needle_marker`; rg is timed as a whole process (`rg -n needle_marker src`), kiln as one',
     `  \`file_search\` call in a warm session; median of ${N_SEARCH} after one warm-up run each.`,
+    `- sandbox start-up: ${N_SANDBOX} interleaved rounds (order rotated each round; srt only in the first`,
+    `  ${N_SRT}), one warm-up run of each first. kiln: \`tools/call\` round trips through the official MCP SDK`,
+    '  client in one warm session on a copy of examples/sample-project: `sandbox_exec {command: ["/bin/true"]}`',
+    '  without `sandbox_id` (a fresh strict sandbox, created and destroyed per call), and with the',
+    '  `sandbox_id` of one `sandbox_create` made before the rounds; `sandbox_list` shows what a',
+    '  `tools/call` costs with no sandbox work. Each exec must answer `exit_code: 0`. Peers: whole',
+    '  processes timed around Node\'s `spawnSync`, cwd the workspace. Node\'s own fork/exec is far dearer',
+    '  than a small C program\'s (the fork/exec row), so "less spawn floor" subtracts it from each external',
+    '  figure to show what the sandbox itself adds. The second bwrap binds the workspace read-write at',
+    '  its real path, as kiln does.',
+    '  srt runs with a settings file equal to its built-in defaults (no network, no reads denied) plus',
+    '  the workspace writable; its per-run `/tmp/srt-mux-*.sock` leftovers are removed after the run.',
+    `  Targets: fresh strict sandbox < ${SB_TARGETS.fresh} ms, session-sandbox exec < ${SB_TARGETS.session} ms (median round trip).`,
     '',
   ].join('\n');
   fs.writeFileSync(path.join(benchDir, 'REPORT.md'), md);

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Kiln builds and tests with, and only when one is missing, so
 # `make` on a machine that has everything touches neither apt nor the network.
+# `install-deps.sh --bench` (used by `make bench`) also installs the optional peers the benchmark
+# compares against; if those cannot be installed it warns and succeeds (the bench reports them missing).
 set -euo pipefail
+
+bench=0
+[[ ${1:-} == --bench ]] && bench=1
 
 packages=(cmake ninja-build g++ pkg-config ccache nlohmann-json3-dev libboost1.81-dev libspdlog-dev
           doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev ripgrep python3)
+
+# Benchmark peers only: bubblewrap (bwrap), and socat, which the srt CLI needs next to bwrap on Linux.
+bench_packages=(bubblewrap socat)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
@@ -16,20 +24,33 @@ for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
+sudo=()
+if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null 2>&1; then sudo=(sudo); fi
+can_install() { [[ $(id -u) -eq 0 ]] || ((${#sudo[@]})); }
+export DEBIAN_FRONTEND=noninteractive
+
 if ((${#missing[@]})); then
-  sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then
-      sudo=(sudo)
-    else
-      echo "install-deps: missing ${missing[*]}; run as root or install sudo" >&2
-      exit 1
-    fi
+  if ! can_install; then
+    echo "install-deps: missing ${missing[*]}; run as root or install sudo" >&2
+    exit 1
   fi
   echo "install-deps: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get update
   "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+if ((bench)); then
+  bench_missing=()
+  for p in "${bench_packages[@]}"; do installed "$p" || bench_missing+=("$p"); done
+  if ((${#bench_missing[@]})); then
+    if ! can_install; then
+      echo "install-deps: warning: bench peers ${bench_missing[*]} missing and cannot install (not root, no sudo); the bench reports them missing" >&2
+    else
+      echo "install-deps: installing bench peers ${bench_missing[*]}"
+      { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "${bench_missing[@]}"; } ||
+        echo "install-deps: warning: could not install ${bench_missing[*]}; the bench reports them missing" >&2
+    fi
+  fi
 fi
 
 node_major=$(node -p 'process.versions.node.split(".")[0]')
