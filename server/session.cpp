@@ -49,12 +49,19 @@ std::string id_key(const json& id) { return id.dump(); }
 
 struct Session::Impl : std::enable_shared_from_this<Impl> {
   Impl(ServerContext& s, std::shared_ptr<Outbound> o)
-      : server(s), out(std::move(o)), state(s.store), pool(s.options.worker_threads) {}
+      : server(s), out(std::move(o)), state(s.store) {}
 
   ServerContext& server;
   std::shared_ptr<Outbound> out;
   SessionState state;
-  boost::asio::thread_pool pool;
+  // Started on the first request that needs it, so `initialize` is answered without waiting for
+  // worker threads to be created.
+  std::once_flag pool_once;
+  std::unique_ptr<boost::asio::thread_pool> pool_;
+  boost::asio::thread_pool& pool() {
+    std::call_once(pool_once, [this] { pool_ = std::make_unique<boost::asio::thread_pool>(server.options.worker_threads); });
+    return *pool_;
+  }
 
   std::atomic<Phase> phase{Phase::awaiting_initialize};
   json client_capabilities = json::object();
@@ -190,7 +197,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     if (m.method == "resources/subscribe" || m.method == "resources/unsubscribe") {
       return run_method(req, m.method, m.params);  // cheap, but validates the URI on disk
     }
-    boost::asio::post(pool, [self = shared_from_this(), req, method = m.method, params = m.params] {
+    boost::asio::post(pool(), [self = shared_from_this(), req, method = m.method, params = m.params] {
       self->run_method(req, method, params);
     });
   }
@@ -366,8 +373,10 @@ Session::Session(ServerContext& server, std::shared_ptr<Outbound> out)
 Session::~Session() {
   remove_client_log_sink(impl_->log_sink_id);
   impl_->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
-  impl_->pool.stop();
-  impl_->pool.join();
+  if (impl_->pool_) {
+    impl_->pool_->stop();
+    impl_->pool_->join();
+  }
 }
 
 void Session::handle_payload(std::string_view payload) { impl_->handle_payload(payload); }
