@@ -350,6 +350,13 @@ void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, co
     if (sig) code.reset();
     on_exited(run, code, sig, m.value("user_ms", std::uint64_t{0}), m.value("sys_ms", std::uint64_t{0}),
               m.value("maxrss_kb", std::uint64_t{0}));
+  } else if (op == "error" && run->direct_exec && m.value("step", "") == "exec") {
+    // What `sh -c 'exec "$@"'` would have said: 127 for a missing program, 126 otherwise.
+    int err = m.value("errno", 0);
+    std::string text = fmt::format("kiln-sandbox: {}: {}\n", run->req.argv.empty() ? "" : run->req.argv[0],
+                                   err ? std::strerror(err) : "cannot execute");
+    on_output(run, true, text);
+    on_exited(run, err == ENOENT || err == ENOTDIR ? 127 : 126, 0, 0, 0, 0);
   } else if (op == "error") {
     std::string text = fmt::format("the command could not be started (step '{}'{}): {}", m.value("step", "exec"),
                                    m.value("errno", 0) ? fmt::format(", {}", std::strerror(m.value("errno", 0))) : "",

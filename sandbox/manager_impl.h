@@ -41,6 +41,7 @@ struct Sandbox {
   std::shared_ptr<const Redactor> redactor;
   std::map<std::string, std::string> env;  // the full sandbox environment (secrets included)
   std::optional<CgroupSet> cg;
+  std::vector<CgroupSet> exec_cg_pool;  // emptied per-exec groups to reuse (under Impl::mu)
   nlohmann::json isolation;
   std::string warning;
   double setup_ms = 0;
@@ -71,6 +72,7 @@ struct Run {
   std::unique_ptr<OutputSpool> out, err, both;
   std::unique_ptr<StreamRedactor> rout, rerr;
   int exec_id = 0;
+  bool direct_exec = false;  // argv runs without a shell in front (see launch)
 
   // io thread only
   std::uint64_t raw_bytes = 0;

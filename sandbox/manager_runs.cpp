@@ -73,16 +73,24 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   run->rout = std::make_unique<StreamRedactor>(sb->redactor);
   run->rerr = std::make_unique<StreamRedactor>(sb->redactor);
 
-  // argv: the sandbox's HOME is created on demand by a tiny shell prefix.
+  auto env = sb->env;
+  for (const auto& [k, v] : req.env) env[k] = v;
+  // argv: the command as given (one exec, no shell in front); the helper's exec child creates
+  // HOME (it lives on the sandbox's private /tmp, which starts empty) just before it. Isolation
+  // none (no helper) keeps the tiny shell prefix that creates it on first use.
   std::vector<std::string> argv;
-  if (req.argv.size() == 3 && req.argv[0] == "/bin/sh" && req.argv[1] == "-c") {
+  const bool is_sh_c = req.argv.size() == 3 && req.argv[0] == "/bin/sh" && req.argv[1] == "-c";
+  if (!sb->unsandboxed) {
+    argv = req.argv;
+    // Without `sh` in front, a program that cannot be executed is reported by the helper; it is
+    // turned into the shell's answer (exit 127/126 and a line on stderr), as before.
+    run->direct_exec = !is_sh_c;
+  } else if (is_sh_c) {
     argv = {"/bin/sh", "-c", std::string(kHomePrefix) + req.argv[2]};
   } else {
     argv = {"/bin/sh", "-c", std::string(kHomePrefix) + "exec \"$@\"", "sh"};
     argv.insert(argv.end(), req.argv.begin(), req.argv.end());
   }
-  auto env = sb->env;
-  for (const auto& [k, v] : req.env) env[k] = v;
 
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
@@ -107,7 +115,21 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   std::vector<int> cg_procs;  // unsandboxed: cgroup.procs files the child joins
   std::vector<Fd> cg_keep;
   if (sb->cg && (!sb->fresh || sb->unsandboxed)) {
-    if (auto child = sb->cg->child(run->id)) {
+    std::optional<CgroupSet> pooled;
+    if (!sb->unsandboxed) {
+      std::lock_guard lock(mu);
+      if (!sb->exec_cg_pool.empty()) {
+        pooled = std::move(sb->exec_cg_pool.back());
+        sb->exec_cg_pool.pop_back();
+      }
+    }
+    // A pooled group is only reused while it is still empty (nothing of an earlier exec in it).
+    if (pooled && !pooled->empty()) {
+      std::vector<std::string> a, b;
+      pooled->remove(a, b);
+      pooled.reset();
+    }
+    if (auto child = pooled ? Result<CgroupSet>(std::move(*pooled)) : sb->cg->child(run->id)) {
       run->cg = std::move(*child);
       if (sb->unsandboxed) {
         std::vector<std::string> files;
@@ -212,6 +234,9 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       sb->execs[run->exec_id] = run;
       json m = {{"op", "exec"}, {"id", run->exec_id}, {"argv", argv}, {"env", env}, {"cwd", run->req.cwd},
                 {"rlimits", rlimits}, {"setsid", true}};
+      if (auto h = env.find("HOME"); h != env.end() && h->second.size() > 1 && h->second[0] == '/' &&
+                                     h->second.size() < 4096 && h->second.find('\0') == std::string::npos)
+        m["home"] = h->second;
       std::vector<int> fds = {in_r.fd, out_w.fd, err_w.fd};
       if (cg_fd.fd >= 0) fds.push_back(cg_fd.fd);
       if (!send_control(sb->control_fd, m, fds)) {
@@ -443,7 +468,7 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
     after = sb->cg->usage();
     have_usage = true;
   }
-  std::lock_guard lock(run->mu);
+  std::unique_lock lock(run->mu);
   if (run->stdin_fd >= 0) ::close(std::exchange(run->stdin_fd, -1));
   const auto& l = run->limits;
   bool oom = have_usage && after.oom_kills > run->cg_before.oom_kills;
@@ -476,11 +501,25 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
   run->finished = true;
   ++run->version;
   run->cv.notify_all();
+  // The waiting caller has its result now; the group clean-up below is not on its path.
+  lock.unlock();
   if (sb) sb->execs.erase(run->exec_id);
   if (run->cg) {
     run->cg->kill_all(5);
-    std::vector<std::string> a, b;
-    run->cg->remove(a, b);
+    // An emptied per-exec group goes back to its sandbox for the next exec (no rmdir + mkdir per
+    // exec); the sandbox's own clean-up removes it with the rest.
+    bool pooled = false;
+    if (sb && !sb->closing && !sb->unsandboxed && run->cg->empty()) {
+      std::lock_guard ml(mu);
+      if (sb->exec_cg_pool.size() < 4) {
+        sb->exec_cg_pool.push_back(std::move(*run->cg));
+        pooled = true;
+      }
+    }
+    if (!pooled) {
+      std::vector<std::string> a, b;
+      run->cg->remove(a, b);
+    }
     run->cg.reset();
   }
   {

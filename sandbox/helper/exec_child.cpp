@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandbox/helper/caps.h"
@@ -71,6 +72,20 @@ void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_f
   if (!seccomp_enforce(ctx.seccomp)) die(err_fd, "seccomp", errno, "loading the seccomp filter");
 
   close_fds_except(&err_fd, 1);
+  // HOME, as `mkdir -p` would make it, with the command's own rights (after Landlock and
+  // seccomp); failures are the command's to notice, as with a shell that tried.
+  if (!req.home.empty()) {
+    char path[4096];
+    std::size_t n = req.home.size();
+    std::memcpy(path, req.home.c_str(), n + 1);
+    for (std::size_t i = 1; i <= n; ++i) {
+      if (path[i] != '/' && path[i] != '\0') continue;
+      char c = path[i];
+      path[i] = '\0';
+      ::mkdir(path, 0755);
+      path[i] = c;
+    }
+  }
   if (::chdir(req.cwd.c_str()) != 0) die(err_fd, "cwd", errno, req.cwd.c_str());
 
   // execvpe looks PATH up in `environ`, which must be the command's, not the helper's.

@@ -72,6 +72,11 @@ bool parse_exec(const nlohmann::json& j, const std::string& default_cwd, ExecReq
             !clean(v.get<std::string>()))
           return error = "cwd must be an absolute path", false;
         req.cwd = v.get<std::string>();
+      } else if (k == "home") {
+        if (!v.is_string() || v.get<std::string>().size() < 2 || v.get<std::string>()[0] != '/' ||
+            v.get<std::string>().size() >= 4096 || !clean(v.get<std::string>()))
+          return error = "home must be an absolute path", false;
+        req.home = v.get<std::string>();
       } else if (k == "setsid") {
         if (!v.is_boolean()) return error = "setsid must be a boolean", false;
         req.setsid = v.get<bool>();

@@ -19,6 +19,7 @@ struct ExecRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "NAME=value"
   std::string cwd;
+  std::string home;  // created (mkdir -p, best effort) by the child before it runs the command
   std::vector<Rlimit> rlimits;
   bool setsid = true;
   int stdio[3] = {-1, -1, -1};
