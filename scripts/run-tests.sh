@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 shift || true
 suites=("$@")
-((${#suites[@]})) || suites=(unit wire e2e helper)
+((${#suites[@]})) || suites=(unit wire e2e helper security)
 
 cd "$root"
 build_abs=$(cd "$build" 2>/dev/null && pwd) || { echo "run-tests: no build folder '$build': run make build" >&2; exit 2; }
@@ -113,12 +113,39 @@ run_helper() {
   fi
 }
 
+# SANDBOX_CASES.md as attacks through MCP (tests/security/run.mjs: as the current user and, when
+# root, as kilntest). Each run ends "=> P pass, F fail, S skipped, T open findings (todo)"; skipped
+# and todo tests count as not run, never as passed.
+run_security() {
+  local log="$logs/security.log"
+  echo "== security tests (SANDBOX_CASES) =="
+  KILN_BIN="$build_abs/kiln" node tests/security/run.mjs 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local lines p f
+  lines=$(grep -E '^  => [0-9]+ pass, [0-9]+ fail' "$log")
+  if [[ -z $lines ]]; then
+    failed=$((failed + 1))
+    failures+=("security (no summary, exit $rc)")
+    return
+  fi
+  while read -r _ p _ f _; do
+    passed=$((passed + p))
+    failed=$((failed + ${f%,}))
+    ((${f%,} == 0)) || failures+=("security")
+  done < <(sed -E 's/^  => ([0-9]+) pass, ([0-9]+) fail.*/=> \1 pass, \2 fail,/' <<<"$lines")
+  if ((rc != 0)) && [[ ! " ${failures[*]} " == *" security "* ]]; then
+    failed=$((failed + 1))
+    failures+=("security (exit $rc)")
+  fi
+}
+
 for s in "${suites[@]}"; do
   case $s in
     unit) run_unit ;;
     wire) run_node wire wire ;;
     e2e) run_node e2e e2e ;;
     helper) run_helper ;;
+    security) run_security ;;
     *) echo "run-tests: unknown suite '$s'" >&2; exit 2 ;;
   esac
   echo

@@ -55,7 +55,11 @@ Result<std::string> resolve_cwd(const std::string& root, const json& args) {
   std::string s = p.string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   auto inside = [&](const std::string& base) { return s == base || s.starts_with(base + "/"); };
-  if (cwd.find('\0') != std::string::npos || !(inside(root) || inside("/tmp")))
+  // A relative cwd must stay in the workspace; the sandbox's private /tmp only by absolute path
+  // (a workspace that itself lives under /tmp must not make "../" acceptable).
+  bool relative = !fs::path(cwd).is_absolute();
+  if (cwd.find('\0') != std::string::npos || cwd.find('\n') != std::string::npos ||
+      !(inside(root) || (!relative && inside("/tmp"))))
     return fail(Errc::path_escape,
                 fmt::format("cwd '{}' is outside the workspace: pass a folder relative to the workspace root, or "
                             "an absolute path inside it or inside /tmp",
