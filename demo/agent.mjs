@@ -88,6 +88,15 @@ const steps = [
     show: (r) => [`lines from offset 8 (of ${r.total_lines}):`, ...indent(r.content.trimEnd().split('\n'))],
   },
   {
+    note: 'run the test suite inside a strict sandbox (no network, read-only system, workspace read-write)',
+    tool: 'sandbox_exec',
+    args: () => ({ command: 'node --test test/', timeout_s: 120 }),
+    show: (r) => {
+      const tail = (r.stdout ?? '').trimEnd().split('\n').filter((l) => /^# (pass|fail|tests)/.test(l) || /^ℹ (pass|fail|tests)/.test(l));
+      return [`exit ${r.exit_code} (${r.stop_reason}) in ${r.duration_ms} ms`, ...indent(tail)];
+    },
+  },
+  {
     note: 'check what Kiln records about the workspace',
     tool: 'workspace_info',
     args: (ctx) => ({ workspace: ctx.workspaceId }),
