@@ -605,19 +605,35 @@ Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const 
   return impl.make_sandbox(*fresh, true, stop);
 }
 
+struct Launched {
+  std::shared_ptr<Sandbox> sandbox;
+  std::shared_ptr<Run> run;
+};
+
+// Picks (or makes) the sandbox and starts the request in it; a fresh sandbox whose launch failed
+// is destroyed at once, since nothing else will ever use it.
+Result<Launched> pick_and_launch(SandboxManager& manager, SandboxManager::Impl& impl, const std::string& id,
+                                 const SandboxPolicy* fresh, ExecRequest req, std::stop_token stop) {
+  auto sb = pick_sandbox(impl, id, fresh, stop);
+  if (!sb) return std::unexpected(sb.error());
+  auto run = impl.launch(*sb, std::move(req));
+  if (!run) {
+    if ((*sb)->fresh) (void)manager.destroy((*sb)->id);
+    return std::unexpected(run.error());
+  }
+  return Launched{std::move(*sb), std::move(*run)};
+}
+
 }  // namespace
 
 Result<ExecResult> SandboxManager::exec(const std::string& sandbox_id, const SandboxPolicy* fresh_policy,
                                         ExecRequest req, std::stop_token stop, OutputObserver observer) {
   req.background = false;
   if (observer) req.want_progress = true;
-  auto sb = pick_sandbox(*impl_, sandbox_id, fresh_policy, stop);
-  if (!sb) return std::unexpected(sb.error());
-  auto run = impl_->launch(*sb, std::move(req));
-  if (!run) {
-    if ((*sb)->fresh) (void)destroy((*sb)->id);
-    return std::unexpected(run.error());
-  }
+  auto launched = pick_and_launch(*this, *impl_, sandbox_id, fresh_policy, std::move(req), stop);
+  if (!launched) return std::unexpected(launched.error());
+  auto sb = &launched->sandbox;
+  auto run = &launched->run;
   impl_->wait_finished(*run, stop, observer);
   {
     std::lock_guard lock((*run)->mu);
@@ -633,13 +649,10 @@ Result<ExecResult> SandboxManager::exec(const std::string& sandbox_id, const San
 Result<BackgroundStarted> SandboxManager::start(const std::string& sandbox_id, const SandboxPolicy* fresh_policy,
                                                 ExecRequest req, std::stop_token stop) {
   req.background = true;
-  auto sb = pick_sandbox(*impl_, sandbox_id, fresh_policy, stop);
-  if (!sb) return std::unexpected(sb.error());
-  auto run = impl_->launch(*sb, std::move(req));
-  if (!run) {
-    if ((*sb)->fresh) (void)destroy((*sb)->id);
-    return std::unexpected(run.error());
-  }
+  auto launched = pick_and_launch(*this, *impl_, sandbox_id, fresh_policy, std::move(req), stop);
+  if (!launched) return std::unexpected(launched.error());
+  auto sb = &launched->sandbox;
+  auto run = &launched->run;
   auto& r = **run;
   std::unique_lock lock(r.mu);
   r.cv.wait_for(lock, std::chrono::seconds(10), [&] { return r.started || r.finished || r.start_error; });

@@ -82,13 +82,9 @@ Result<ListResult> list_files(const Root& root, const ListRequest& req, std::sto
 
   ListResult out;
   out.path = rel->empty() ? "." : *rel;
-  auto target = root.open(rel->empty() ? "." : *rel, O_PATH);
-  if (!target) return std::unexpected(target.error());
-  struct stat st{};
-  if (::fstat(target->get(), &st) != 0) {
-    return fail(Errc::io, fmt::format("cannot inspect '{}': {}", req.path, std::strerror(errno)));
-  }
-  if (!S_ISDIR(st.st_mode)) {
+  auto is_folder = is_folder_beneath(root, *rel, req.path);
+  if (!is_folder) return std::unexpected(is_folder.error());
+  if (!*is_folder) {
     // A single file lists as itself (as `ls FILE` does), reported without following a final link.
     auto parent = root.open_parent(*rel);
     if (!parent) return std::unexpected(parent.error());

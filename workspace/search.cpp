@@ -296,13 +296,9 @@ Result<SearchResult> search(const Root& root, const SearchRequest& req, std::sto
     if (seen > 0) collector.add(std::string(path), std::move(hits), seen);
   };
 
-  auto target = root.open(rel->empty() ? "." : *rel, O_PATH);
-  if (!target) return std::unexpected(target.error());
-  struct stat st{};
-  if (::fstat(target->get(), &st) != 0) {
-    return fail(Errc::io, fmt::format("cannot inspect '{}': {}", req.path, std::strerror(errno)));
-  }
-  if (!S_ISDIR(st.st_mode)) {
+  auto is_folder = is_folder_beneath(root, *rel, req.path);
+  if (!is_folder) return std::unexpected(is_folder.error());
+  if (!*is_folder) {
     // One named file is searched even when ignored or outside the glob: the caller asked for it.
     auto fd = root.open(*rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (!fd) return std::unexpected(fd.error());

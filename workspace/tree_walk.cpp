@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -16,6 +18,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 namespace kiln::workspace {
 
@@ -297,6 +301,16 @@ Result<WalkStats> walk(const Root& root, const WalkOptions& options, std::stop_t
   }
   Walker w(options, std::move(stop), visit);
   return w.run(std::move(start));
+}
+
+Result<bool> is_folder_beneath(const Root& root, std::string_view rel, std::string_view shown) {
+  auto target = root.open(rel.empty() ? std::string_view(".") : rel, O_PATH);
+  if (!target) return std::unexpected(target.error());
+  struct stat st{};
+  if (::fstat(target->get(), &st) != 0) {
+    return fail(Errc::io, fmt::format("cannot inspect '{}': {}", shown, std::strerror(errno)));
+  }
+  return S_ISDIR(st.st_mode);
 }
 
 }  // namespace kiln::workspace

@@ -64,6 +64,10 @@ unsigned walk_thread_count(const WalkOptions& options);
 // Errc::internal if a visitor throws.
 Result<WalkStats> walk(const Root& root, const WalkOptions& options, std::stop_token stop, const WalkVisitor& visit);
 
+// Whether the start of a list or search (`rel` as Root::relative returns it, "" = the root) is a
+// folder, resolved beneath the root like every other open; `shown` names it in errors.
+Result<bool> is_folder_beneath(const Root& root, std::string_view rel, std::string_view shown);
+
 // The ignore rules in force for entries of folder `rel`: the files of the root and of every
 // folder down to `rel` itself, as the walker would have stacked them on its way there.
 IgnoreChain::Ptr load_ignore_chain(const Root& root, std::string_view rel);
