@@ -36,6 +36,10 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
   pid_t child = ::fork();
   if (child == 0) {
     ::close(errp[0]);
+    ShepherdReport forked{};
+    forked.kind = ReportKind::forked;
+    forked.pid = ::getpid();
+    write_all(report_fd, &forked, sizeof forked);
     run_exec_child(req, ctx, errp[1]);
   }
   int fork_errno = errno;

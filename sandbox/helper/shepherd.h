@@ -9,7 +9,9 @@
 
 namespace kiln::helper {
 
-enum class ReportKind : std::uint32_t { started = 1, failed = 2, exited = 3 };
+// `forked` comes from the command's own process before anything of it runs, so pid 1 knows the
+// command's pid even when the command kills its shepherd at once (`kill -9 -1`).
+enum class ReportKind : std::uint32_t { started = 1, failed = 2, exited = 3, forked = 4 };
 
 // Fixed-size and under PIPE_BUF, so each write to the report pipe arrives whole.
 struct ShepherdReport {

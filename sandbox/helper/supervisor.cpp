@@ -1,5 +1,6 @@
 // Single-threaded poll loop: control socket, a signalfd for SIGCHLD and one report pipe per live
-// exec. Nothing here blocks on a child: waiting is the shepherds' job.
+// exec. Nothing here blocks on a child: waiting is the shepherds' job (pid 1 only reaps, and
+// reports the exit of a command whose shepherd was killed from inside).
 #include "sandbox/helper/supervisor.h"
 
 #include <cerrno>
@@ -9,7 +10,9 @@
 #include <map>
 #include <poll.h>
 #include <sys/signalfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -28,6 +31,7 @@ struct ExecRecord {
   pid_t shepherd = -1;
   pid_t child = -1;
   int report_fd = -1;
+  bool started_sent = false;
   bool exited = false;
   bool failed = false;
 };
@@ -44,6 +48,8 @@ class Supervisor {
   void kill_exec(const nlohmann::json& j);
   void reap();
   void read_reports(ExecRecord& rec);
+  void send_started(ExecRecord& rec);
+  void send_exited(const ExecRecord& rec, int wait_status, timeval user, timeval sys, long maxrss_kb);
   void error(const nlohmann::json& id, const std::string& step, int err, const std::string& message);
   [[noreturn]] void shutdown(int code);
 
@@ -216,9 +222,12 @@ void Supervisor::read_reports(ExecRecord& rec) {
     rep.step[sizeof rep.step - 1] = '\0';
     rep.message[sizeof rep.message - 1] = '\0';
     switch (rep.kind) {
+      case ReportKind::forked:
+        rec.child = rep.pid;
+        break;
       case ReportKind::started:
         rec.child = rep.pid;
-        out_.send(dump_json({{"op", "started"}, {"id", rec.id}, {"pid", rep.pid}}));
+        send_started(rec);
         break;
       case ReportKind::failed:
         rec.failed = true;
@@ -226,16 +235,8 @@ void Supervisor::read_reports(ExecRecord& rec) {
         break;
       case ReportKind::exited: {
         rec.exited = true;
-        int st = rep.wait_status;
-        int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + sig;
-        out_.send(dump_json({{"op", "exited"},
-                             {"id", rec.id},
-                             {"exit_code", code},
-                             {"signal", sig},
-                             {"user_ms", rep.user_us / 1000},
-                             {"sys_ms", rep.sys_us / 1000},
-                             {"maxrss_kb", rep.maxrss_kb}}));
+        auto tv = [](std::int64_t us) { return timeval{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)}; };
+        send_exited(rec, rep.wait_status, tv(rep.user_us), tv(rep.sys_us), rep.maxrss_kb);
         break;
       }
     }
@@ -248,20 +249,59 @@ void Supervisor::reap() {
   }
   for (;;) {
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    struct rusage ru {};
+    pid_t pid = ::wait4(-1, &status, WNOHANG, &ru);
     if (pid <= 0) return;
+    // Reports still in the pipes may name this pid (a command's `forked` report).
+    for (auto& [key, rec] : execs_)
+      if (rec.report_fd >= 0) read_reports(rec);
     for (auto it = execs_.begin(); it != execs_.end(); ++it) {
       ExecRecord& rec = it->second;
-      if (rec.shepherd != pid) continue;
-      // The shepherd is dead, so everything it wrote is already in the pipe.
-      if (rec.report_fd >= 0) read_reports(rec);
-      if (rec.report_fd >= 0) ::close(rec.report_fd);
-      if (!rec.exited && !rec.failed)
-        error(rec.id, "supervise", 0, "the exec's shepherd process died before the command exited");
-      execs_.erase(it);
-      break;
+      if (rec.shepherd == pid) {
+        // The shepherd is dead, so everything it wrote is already in the pipe.
+        if (rec.report_fd >= 0) read_reports(rec);
+        if (rec.report_fd >= 0) ::close(rec.report_fd);
+        rec.report_fd = -1;
+        rec.shepherd = -1;
+        if (rec.exited || rec.failed) {
+          execs_.erase(it);
+        } else if (rec.child <= 0) {
+          error(rec.id, "supervise", 0, "the exec's shepherd process died before the command started");
+          execs_.erase(it);
+        }
+        // Otherwise the command (a `kill -9 -1` inside kills its shepherd too) now belongs to
+        // pid 1: its exit is reported below when it is reaped here.
+        break;
+      }
+      if (rec.child == pid && !rec.exited) {
+        // Only reaped here once its shepherd is gone: report the exit ourselves.
+        rec.exited = true;
+        send_started(rec);
+        send_exited(rec, status, ru.ru_utime, ru.ru_stime, ru.ru_maxrss);
+        if (rec.shepherd < 0) execs_.erase(it);
+        break;
+      }
     }
   }
+}
+
+void Supervisor::send_started(ExecRecord& rec) {
+  if (rec.started_sent) return;
+  rec.started_sent = true;
+  out_.send(dump_json({{"op", "started"}, {"id", rec.id}, {"pid", rec.child}}));
+}
+
+void Supervisor::send_exited(const ExecRecord& rec, int st, timeval user, timeval sys, long maxrss_kb) {
+  int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + sig;
+  auto ms = [](timeval t) { return static_cast<std::int64_t>(t.tv_sec) * 1000 + t.tv_usec / 1000; };
+  out_.send(dump_json({{"op", "exited"},
+                       {"id", rec.id},
+                       {"exit_code", code},
+                       {"signal", sig},
+                       {"user_ms", ms(user)},
+                       {"sys_ms", ms(sys)},
+                       {"maxrss_kb", maxrss_kb}}));
 }
 
 }  // namespace
