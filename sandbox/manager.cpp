@@ -155,11 +155,16 @@ json limits_report(const SandboxPolicy& p, const CgroupLayout& cg, bool have_cg)
     else
       out["pids"] = entry(*l.pids, "rlimit RLIMIT_NPROC (counts every process of this user)", "per user");
   }
-  if (l.cpu_s)
-    out["cpu_s"] = entry(*l.cpu_s, have_cg && (cg.bases.contains("cpuacct") || cg.bases.contains("unified"))
-                                       ? "rlimit RLIMIT_CPU per process, and kiln polls the group's CPU time (fresh sandboxes)"
-                                       : "rlimit RLIMIT_CPU (per process)",
-                         "each process");
+  if (l.cpu_s) {
+    if (p.isolation == Isolation::none)
+      out["cpu_s"] = entry(*l.cpu_s, "rlimit RLIMIT_CPU (per process)", "each process");
+    else
+      out["cpu_s"] = entry(*l.cpu_s,
+                           "the sandbox's pid 1 meters the CPU of each exec's whole process tree every 100 ms "
+                           "(live processes and what their reaped children used) and kills the tree at the budget; "
+                           "plus rlimit RLIMIT_CPU per process",
+                           "each exec (whole tree)");
+  }
   if (l.file_size_mb) out["file_size_mb"] = entry(*l.file_size_mb, "rlimit RLIMIT_FSIZE", "each process");
   return out;
 }
@@ -348,6 +353,10 @@ void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, co
     if (m.contains("exit_code") && m["exit_code"].is_number_integer()) code = m["exit_code"].get<int>();
     int sig = m.value("signal", 0);
     if (sig) code.reset();
+    if (m.value("cpu_limit", false)) {
+      std::lock_guard lock(run->mu);
+      if (!run->pending) run->pending = StopReason::cpu_limit;
+    }
     on_exited(run, code, sig, m.value("user_ms", std::uint64_t{0}), m.value("sys_ms", std::uint64_t{0}),
               m.value("maxrss_kb", std::uint64_t{0}));
   } else if (op == "error" && run->direct_exec && m.value("step", "") == "exec") {

@@ -234,6 +234,8 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       sb->execs[run->exec_id] = run;
       json m = {{"op", "exec"}, {"id", run->exec_id}, {"argv", argv}, {"env", env}, {"cwd", run->req.cwd},
                 {"rlimits", rlimits}, {"setsid", true}};
+      // The whole exec tree's CPU, metered by pid 1: RLIMIT_CPU alone is per process.
+      if (l.cpu_s) m["cpu_ms"] = std::uint64_t(std::ceil(*l.cpu_s * 1000));
       if (auto h = env.find("HOME"); h != env.end() && h->second.size() > 1 && h->second[0] == '/' &&
                                      h->second.size() < 4096 && h->second.find('\0') == std::string::npos)
         m["home"] = h->second;
@@ -478,7 +480,8 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
   if (run->out->dropped() + run->err->dropped() > 0) run->limits_hit.push_back("output_bytes");
   if (run->signal == SIGXFSZ) run->limits_hit.push_back("file_size_mb");
   const double cpu_ms = double(run->user_ms + run->sys_ms);
-  bool cpu_hit = run->signal == SIGXCPU || (l.cpu_s && run->signal == SIGKILL && cpu_ms >= *l.cpu_s * 1000 * 0.95);
+  bool cpu_hit = run->signal == SIGXCPU || run->pending == StopReason::cpu_limit ||
+                 (l.cpu_s && run->signal == SIGKILL && cpu_ms >= *l.cpu_s * 1000 * 0.95);
   if (cpu_hit) run->limits_hit.push_back("cpu_s");
   if (run->pending) run->reason = *run->pending;
   else if (oom) run->reason = StopReason::memory_limit;

@@ -77,6 +77,10 @@ bool parse_exec(const nlohmann::json& j, const std::string& default_cwd, ExecReq
             v.get<std::string>().size() >= 4096 || !clean(v.get<std::string>()))
           return error = "home must be an absolute path", false;
         req.home = v.get<std::string>();
+      } else if (k == "cpu_ms") {
+        if (!v.is_number_unsigned() || v.get<unsigned long long>() == 0)
+          return error = "cpu_ms must be a positive integer", false;
+        req.cpu_budget_ms = v.get<std::uint64_t>();
       } else if (k == "setsid") {
         if (!v.is_boolean()) return error = "setsid must be a boolean", false;
         req.setsid = v.get<bool>();

@@ -2,6 +2,7 @@
 // so nothing between fork and exec has to allocate or parse.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/resource.h>
@@ -22,6 +23,7 @@ struct ExecRequest {
   std::string home;  // created (mkdir -p, best effort) by the child before it runs the command
   std::vector<Rlimit> rlimits;
   bool setsid = true;
+  std::uint64_t cpu_budget_ms = 0;  // whole-tree CPU budget metered by pid 1 (0: none)
   int stdio[3] = {-1, -1, -1};
   int cgroup_fd = -1;
   // Pointers into argv/env, null-terminated, filled by finalize().

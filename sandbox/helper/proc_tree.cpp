@@ -23,6 +23,7 @@ struct ProcInfo {
   pid_t pgrp;
   pid_t session;
   bool zombie;
+  std::uint64_t cpu_ticks;  // utime + stime + cutime + cstime
 };
 
 bool read_stat(pid_t pid, ProcInfo& info) {
@@ -40,12 +41,20 @@ bool read_stat(pid_t pid, ProcInfo& info) {
   if (p == nullptr) return false;
   char state = 0;
   int ppid = 0, pgrp = 0, session = 0;
-  if (std::sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4) return false;
-  info = {ppid, pgrp, session, state == 'Z' || state == 'X'};
+  unsigned long long ut = 0, st = 0;
+  long long cut = 0, cst = 0;
+  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+  int got = std::sscanf(p + 1, " %c %d %d %d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &ppid,
+                        &pgrp, &session, &ut, &st, &cut, &cst);
+  if (got < 4) return false;
+  std::uint64_t ticks = got == 8 ? ut + st + static_cast<std::uint64_t>(cut < 0 ? 0 : cut) +
+                                       static_cast<std::uint64_t>(cst < 0 ? 0 : cst)
+                                 : 0;
+  info = {ppid, pgrp, session, state == 'Z' || state == 'X', ticks};
   return true;
 }
 
-std::vector<pid_t> scan(pid_t shepherd, pid_t session) {
+std::vector<pid_t> scan(pid_t shepherd, pid_t session, std::uint64_t* cpu_ticks = nullptr) {
   std::unordered_map<pid_t, ProcInfo> procs;
   DIR* d = ::opendir("/proc");
   if (d == nullptr) return {};
@@ -58,8 +67,15 @@ std::vector<pid_t> scan(pid_t shepherd, pid_t session) {
   }
   ::closedir(d);
   std::vector<pid_t> out;
+  if (cpu_ticks != nullptr) {
+    *cpu_ticks = 0;
+    if (auto it = procs.find(shepherd); shepherd > 1 && it != procs.end()) *cpu_ticks += it->second.cpu_ticks;
+  }
   for (const auto& [pid, info] : procs) {
-    if (pid == shepherd || info.zombie) continue;
+    if (pid == shepherd) continue;
+    // A zombie is not signalled, but its CPU counts: it moves into its parent's cutime only
+    // when the parent reaps it, so at any one scan it is counted exactly once.
+    if (info.zombie && cpu_ticks == nullptr) continue;
     bool match = session > 0 && (info.session == session || info.pgrp == session);
     for (pid_t up = info.ppid, hops = 0; !match && up > 1 && hops < 4096; ++hops) {
       if (up == shepherd) match = true;
@@ -67,12 +83,21 @@ std::vector<pid_t> scan(pid_t shepherd, pid_t session) {
       if (it == procs.end()) break;
       up = it->second.ppid;
     }
-    if (match) out.push_back(pid);
+    if (!match) continue;
+    if (cpu_ticks != nullptr) *cpu_ticks += info.cpu_ticks;
+    if (!info.zombie) out.push_back(pid);
   }
   return out;
 }
 
 }  // namespace
+
+std::uint64_t exec_tree_cpu_ms(pid_t shepherd, pid_t session) {
+  static const long hz = ::sysconf(_SC_CLK_TCK) > 0 ? ::sysconf(_SC_CLK_TCK) : 100;
+  std::uint64_t ticks = 0;
+  scan(shepherd, session, &ticks);
+  return ticks * 1000 / static_cast<std::uint64_t>(hz);
+}
 
 void signal_exec_tree(pid_t shepherd, pid_t session, int sig) {
   if (session > 1) ::kill(-session, sig);

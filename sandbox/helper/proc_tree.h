@@ -2,6 +2,7 @@
 // anything still in its session or process group, read from /proc of the sandbox's pid namespace.
 #pragma once
 
+#include <cstdint>
 #include <sys/types.h>
 
 namespace kiln::helper {
@@ -9,5 +10,10 @@ namespace kiln::helper {
 // Signals every live process of the exec (never pid 1 or the shepherd). For SIGKILL it repeats
 // until a scan finds nothing new, so processes forked during the kill are caught too.
 void signal_exec_tree(pid_t shepherd, pid_t session, int sig);
+
+// CPU time (user + system, ms) of the exec's tree as /proc shows it now: every live process of it
+// plus what their reaped children used (cutime/cstime), the shepherd's included. Processes reaped
+// by pid 1 after their shepherd died are not counted, so callers keep the maximum they have seen.
+std::uint64_t exec_tree_cpu_ms(pid_t shepherd, pid_t session);
 
 }  // namespace kiln::helper

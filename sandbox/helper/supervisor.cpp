@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <csignal>
+#include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <map>
 #include <poll.h>
@@ -32,6 +34,9 @@ struct ExecRecord {
   pid_t child = -1;
   int report_fd = -1;
   bool started_sent = false;
+  std::uint64_t cpu_budget_ms = 0;  // whole-tree CPU budget (0: not metered)
+  std::uint64_t cpu_seen_ms = 0;    // the most CPU the tree was seen to have used
+  bool cpu_killed = false;
   bool exited = false;
   bool failed = false;
 };
@@ -47,6 +52,8 @@ class Supervisor {
   void start_exec(const nlohmann::json& j, ControlMessage& msg);
   void kill_exec(const nlohmann::json& j);
   void reap();
+  void meter_cpu();
+  bool metering() const;
   void read_reports(ExecRecord& rec);
   void send_started(ExecRecord& rec);
   void send_exited(const ExecRecord& rec, int wait_status, timeval user, timeval sys, long maxrss_kb);
@@ -57,6 +64,7 @@ class Supervisor {
   int control_;
   ControlOut out_;
   int sigfd_ = -1;
+  std::int64_t last_meter_ms_ = 0;
   std::map<std::string, ExecRecord> execs_;  // keyed by the id's JSON text
 };
 
@@ -90,11 +98,14 @@ void Supervisor::run() {
         pfds.push_back({rec.report_fd, POLLIN, 0});
         keys.push_back(key);
       }
-    int n = ::poll(pfds.data(), pfds.size(), -1);
+    // A tree CPU budget is checked every 100 ms: cheap enough for pid 1, and tight enough that
+    // cpu_s 1 stops near 1 s however the work is spread over short-lived processes.
+    int n = ::poll(pfds.data(), pfds.size(), metering() ? 100 : -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       shutdown(125);
     }
+    if (metering()) meter_cpu();
     if (pfds[1].revents & POLLIN) reap();
     for (std::size_t i = 2; i < pfds.size(); ++i) {
       if (!pfds[i].revents) continue;
@@ -190,6 +201,7 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
   rec.id = req.id;
   rec.shepherd = pid;
   rec.report_fd = rp[0];
+  rec.cpu_budget_ms = req.cpu_budget_ms;
   execs_.emplace(key, std::move(rec));
 }
 
@@ -206,6 +218,27 @@ void Supervisor::kill_exec(const nlohmann::json& j) {
   ExecRecord& rec = it->second;
   // Once the command itself is reaped its pid may be reused, so its session no longer names it.
   signal_exec_tree(rec.shepherd, rec.exited ? 0 : rec.child, sig);
+}
+
+bool Supervisor::metering() const {
+  for (const auto& [key, rec] : execs_)
+    if (rec.cpu_budget_ms && !rec.exited && !rec.cpu_killed) return true;
+  return false;
+}
+
+void Supervisor::meter_cpu() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  std::int64_t now_ms = static_cast<std::int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+  if (now_ms - last_meter_ms_ < 90) return;
+  last_meter_ms_ = now_ms;
+  for (auto& [key, rec] : execs_) {
+    if (!rec.cpu_budget_ms || rec.exited || rec.cpu_killed || rec.child <= 0) continue;
+    rec.cpu_seen_ms = std::max(rec.cpu_seen_ms, exec_tree_cpu_ms(rec.shepherd, rec.child));
+    if (rec.cpu_seen_ms < rec.cpu_budget_ms) continue;
+    rec.cpu_killed = true;
+    signal_exec_tree(rec.shepherd, rec.child, SIGKILL);
+  }
 }
 
 void Supervisor::read_reports(ExecRecord& rec) {
@@ -295,13 +328,12 @@ void Supervisor::send_exited(const ExecRecord& rec, int st, timeval user, timeva
   int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + sig;
   auto ms = [](timeval t) { return static_cast<std::int64_t>(t.tv_sec) * 1000 + t.tv_usec / 1000; };
-  out_.send(dump_json({{"op", "exited"},
-                       {"id", rec.id},
-                       {"exit_code", code},
-                       {"signal", sig},
-                       {"user_ms", ms(user)},
-                       {"sys_ms", ms(sys)},
-                       {"maxrss_kb", maxrss_kb}}));
+  nlohmann::json j = {{"op", "exited"},      {"id", rec.id},         {"exit_code", code},
+                      {"signal", sig},         {"user_ms", ms(user)}, {"sys_ms", ms(sys)},
+                      {"maxrss_kb", maxrss_kb}};
+  if (rec.cpu_budget_ms) j["tree_cpu_ms"] = std::max<std::uint64_t>(rec.cpu_seen_ms, ms(user) + ms(sys));
+  if (rec.cpu_killed) j["cpu_limit"] = true;
+  out_.send(dump_json(j));
 }
 
 }  // namespace

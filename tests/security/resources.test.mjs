@@ -132,13 +132,13 @@ test('case 19: a CPU burn past cpu_s is stopped (stop_reason cpu_limit)', async 
 
 // The same CPU spent by a chain of short-lived processes (each under a second), about 8 s in all
 // against cpu_s 1: a per-process rlimit alone never fires. The wall timeout bounds it.
-test('case 19 (spread, fresh sandbox): CPU spread over many short-lived processes stops at cpu_s', { todo: 'open finding: without cgroups cpu_s is RLIMIT_CPU per process' }, async () => {
+test('case 19 (spread, fresh sandbox): CPU spread over many short-lived processes stops at cpu_s', async () => {
   const r = await exec(k, SPREAD, { limits: { cpu_s: 1 }, timeout_s: 60 });
   assert.equal(r.stop_reason, 'cpu_limit',
     `ran past cpu_s 1: stop_reason ${r.stop_reason}, cpu_user_ms ${r.cpu_user_ms}, cpu_sys_ms ${r.cpu_sys_ms}`);
 });
 
-test('case 19 (spread, session sandbox): CPU spread over many short-lived processes stops at cpu_s', { todo: 'open finding: in session sandboxes cpu_s is RLIMIT_CPU per process' }, async (t) => {
+test('case 19 (spread, session sandbox): CPU spread over many short-lived processes stops at cpu_s', async (t) => {
   const sb = await limitedSandbox(t, { cpu_s: 1 });
   if (!sb) return;
   try {
