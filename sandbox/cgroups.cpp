@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -327,6 +328,41 @@ void CgroupSet::remove(std::vector<std::string>& removed, std::vector<std::strin
   }
 }
 
+namespace {
+
+// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; with the pid it names one
+// process for the whole uptime (pids are reused, the pair is not).
+std::string process_start_time(long pid) {
+  std::string stat = read_small_file(fmt::format("/proc/{}/stat", pid));
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (in >> field); ++i)
+    if (i == 22) return field;
+  return {};
+}
+
+// true: owner alive, false: owner gone, nullopt: the name carries no owner.
+std::optional<bool> owner_alive(const std::string& name) {
+  auto at = name.rfind(".o");
+  if (at == std::string::npos) return std::nullopt;
+  auto dash = name.find('-', at);
+  if (dash == std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  long pid = std::strtol(name.c_str() + at + 2, &end, 10);
+  if (end != name.c_str() + dash || pid <= 0) return std::nullopt;
+  std::string start = process_start_time(pid);
+  return !start.empty() && start == name.substr(dash + 1);
+}
+
+}  // namespace
+
+std::string cgroup_owner_suffix() {
+  static const std::string suffix = fmt::format(".o{}-{}", ::getpid(), process_start_time(::getpid()));
+  return suffix;
+}
+
 std::vector<std::string> cleanup_stale_cgroups(const CgroupLayout& layout, int min_age_s) {
   std::vector<std::string> removed;
   const std::time_t now = std::time(nullptr);
@@ -340,7 +376,10 @@ std::vector<std::string> cleanup_stale_cgroups(const CgroupLayout& layout, int m
     for (const auto& n : names) {
       std::string d = base + "/" + n;
       struct stat st {};
-      if (::stat(d.c_str(), &st) != 0 || now - st.st_mtime < min_age_s) continue;
+      if (::stat(d.c_str(), &st) != 0) continue;
+      // The owner's liveness decides; the age rule is only for names without an owner.
+      auto alive = owner_alive(n);
+      if (alive.value_or(now - st.st_mtime < min_age_s)) continue;
       // A live sandbox always has its helper in the group; an empty one lost its server.
       bool busy = false;
       std::vector<std::string> folders{d};

@@ -69,9 +69,13 @@ class CgroupSet {
   std::map<std::string, std::string> by_controller_;
 };
 
-// Removes groups of sandboxes whose helper is gone (a server killed with -9): folders under the
-// bases that hold no process and are older than `min_age_s` (so a group another live server just
-// created is left alone). Returns the folders removed.
+// The name suffix that ties a sandbox's group to the server that made it (".o<pid>-<start time>"),
+// so a later start knows at once whether the owner is gone.
+std::string cgroup_owner_suffix();
+
+// Removes groups of sandboxes whose server is gone (killed with -9): folders under the bases that
+// hold no process and whose owner (named by the suffix above) is no longer running. Groups without
+// an owner suffix are only removed once older than `min_age_s`. Returns the folders removed.
 std::vector<std::string> cleanup_stale_cgroups(const CgroupLayout& layout, int min_age_s = 30);
 
 // The text of a small kernel file (cgroup, proc); empty on error.

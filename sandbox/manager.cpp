@@ -7,8 +7,10 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include <boost/asio/post.hpp>
@@ -130,6 +132,16 @@ std::shared_ptr<Sandbox> SandboxManager::Impl::find_sandbox(const std::string& i
 
 namespace {
 
+// RLIMIT_NPROC is counted per (user namespace, uid) since Linux 5.14 (ucounts); before, it
+// counted every process of the uid on the host, which makes it useless as a sandbox default.
+bool nproc_counted_per_user_namespace() {
+  struct utsname u {};
+  if (::uname(&u) != 0) return false;
+  int major = 0, minor = 0;
+  if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+  return major > 5 || (major == 5 && minor >= 14);
+}
+
 bool cg_memory(const CgroupLayout& l) { return l.bases.contains("memory") || l.bases.contains("unified"); }
 bool cg_pids(const CgroupLayout& l) { return l.bases.contains("pids") || l.bases.contains("unified"); }
 const char* cg_name(const CgroupLayout& l) { return l.version == CgroupVersion::v2 ? "cgroup v2" : "cgroup v1"; }
@@ -146,14 +158,27 @@ json limits_report(const SandboxPolicy& p, const CgroupLayout& cg, bool have_cg)
   if (l.memory_mb) {
     if (have_cg && cg_memory(cg))
       out["memory_mb"] = entry(*l.memory_mb, fmt::format("{} memory limit, OOM kill inside the group", cg_name(cg)), "whole sandbox");
-    else
+    else if (p.isolation == Isolation::none)
       out["memory_mb"] = entry(*l.memory_mb, "rlimit RLIMIT_AS (virtual memory, per process)", "each process");
+    else
+      out["memory_mb"] = entry(*l.memory_mb,
+                               p.requested.memory_mb
+                                   ? "the sandbox's pid 1 meters resident memory (anonymous + shared) of all its "
+                                     "processes every 100 ms and kills the largest exec over the limit; plus rlimit "
+                                     "RLIMIT_AS (virtual memory) per process"
+                                   : "the sandbox's pid 1 meters resident memory (anonymous + shared) of all its "
+                                     "processes every 100 ms and kills the largest exec over the limit",
+                               "whole sandbox");
   }
   if (l.pids) {
     if (have_cg && cg_pids(cg))
       out["pids"] = entry(*l.pids, fmt::format("{} pids.max", cg_name(cg)), "whole sandbox");
-    else
+    else if (p.isolation == Isolation::none)
       out["pids"] = entry(*l.pids, "rlimit RLIMIT_NPROC (counts every process of this user)", "per user");
+    else
+      out["pids"] = entry(*l.pids,
+                          "rlimit RLIMIT_NPROC, counted per user namespace (Linux 5.14+): the sandbox's own processes",
+                          "whole sandbox");
   }
   if (l.cpu_s) {
     if (p.isolation == Isolation::none)
@@ -186,7 +211,11 @@ Result<void> SandboxManager::finalize_policy(SandboxPolicy& p) const {
                             cg.why_none.empty() ? "pids controller missing" : cg.why_none));
   }
   p.limits = p.requested;
-  apply_default_limits(p.limits, cg_memory(cg), cg_pids(cg));
+  // Without cgroups: memory is metered by the sandbox's pid 1, and RLIMIT_NPROC counts the
+  // sandbox's own processes on kernels that count it per user namespace (root is exempt from it).
+  const bool unsandboxed = p.isolation == Isolation::none;
+  apply_default_limits(p.limits, cg_memory(cg) || !unsandboxed,
+                       cg_pids(cg) || (!unsandboxed && ::geteuid() != 0 && nproc_counted_per_user_namespace()));
   return {};
 }
 
@@ -221,7 +250,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
 
   const bool want_cg = cg.version != CgroupVersion::none;
   if (want_cg) {
-    auto set = CgroupSet::create(cg, sb->id, policy.limits);
+    auto set = CgroupSet::create(cg, sb->id + cgroup_owner_suffix(), policy.limits);
     if (!set) {
       // A limit that only a cgroup can enforce must not be dropped silently.
       if ((policy.requested.memory_mb || policy.requested.pids) && !sb->unsandboxed)
@@ -353,9 +382,10 @@ void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, co
     if (m.contains("exit_code") && m["exit_code"].is_number_integer()) code = m["exit_code"].get<int>();
     int sig = m.value("signal", 0);
     if (sig) code.reset();
-    if (m.value("cpu_limit", false)) {
+    if (m.value("memory_limit", false) || m.value("cpu_limit", false)) {
       std::lock_guard lock(run->mu);
-      if (!run->pending) run->pending = StopReason::cpu_limit;
+      if (!run->pending)
+        run->pending = m.value("memory_limit", false) ? StopReason::memory_limit : StopReason::cpu_limit;
     }
     on_exited(run, code, sig, m.value("user_ms", std::uint64_t{0}), m.value("sys_ms", std::uint64_t{0}),
               m.value("maxrss_kb", std::uint64_t{0}));

@@ -160,7 +160,9 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   // Without a cgroup, memory and pids fall back to rlimits (the isolation report says so).
   const bool cg_mem = sb->cg && (sb->cg->has("memory") || sb->cg->has("unified"));
   const bool cg_pid = sb->cg && (sb->cg->has("pids") || sb->cg->has("unified"));
-  if (l.memory_mb && !cg_mem) rlimits["as_mb"] = *l.memory_mb;
+  // RLIMIT_AS only when asked for explicitly: as a default it would break programs that reserve
+  // address space (JVMs, Go, sanitizers, V8).
+  if (l.memory_mb && !cg_mem && sb->policy.requested.memory_mb) rlimits["as_mb"] = *l.memory_mb;
   if (l.pids && !cg_pid) rlimits["nproc"] = *l.pids;
 
   run->req = std::move(req);
@@ -236,6 +238,8 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
                 {"rlimits", rlimits}, {"setsid", true}};
       // The whole exec tree's CPU, metered by pid 1: RLIMIT_CPU alone is per process.
       if (l.cpu_s) m["cpu_ms"] = std::uint64_t(std::ceil(*l.cpu_s * 1000));
+      // Without a memory cgroup, pid 1 meters the sandbox's resident memory instead.
+      if (l.memory_mb && !cg_mem) m["memory_mb"] = *l.memory_mb;
       if (auto h = env.find("HOME"); h != env.end() && h->second.size() > 1 && h->second[0] == '/' &&
                                      h->second.size() < 4096 && h->second.find('\0') == std::string::npos)
         m["home"] = h->second;
@@ -475,7 +479,7 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
   const auto& l = run->limits;
   bool oom = have_usage && after.oom_kills > run->cg_before.oom_kills;
   bool pids_hit = have_usage && after.pids_max_events > run->cg_before.pids_max_events;
-  if (oom) run->limits_hit.push_back("memory_mb");
+  if (oom || run->pending == StopReason::memory_limit) run->limits_hit.push_back("memory_mb");
   if (pids_hit) run->limits_hit.push_back("pids");
   if (run->out->dropped() + run->err->dropped() > 0) run->limits_hit.push_back("output_bytes");
   if (run->signal == SIGXFSZ) run->limits_hit.push_back("file_size_mb");

@@ -81,6 +81,10 @@ bool parse_exec(const nlohmann::json& j, const std::string& default_cwd, ExecReq
         if (!v.is_number_unsigned() || v.get<unsigned long long>() == 0)
           return error = "cpu_ms must be a positive integer", false;
         req.cpu_budget_ms = v.get<std::uint64_t>();
+      } else if (k == "memory_mb") {
+        if (!v.is_number_unsigned() || v.get<unsigned long long>() == 0)
+          return error = "memory_mb must be a positive integer", false;
+        req.memory_budget_mb = v.get<std::uint64_t>();
       } else if (k == "setsid") {
         if (!v.is_boolean()) return error = "setsid must be a boolean", false;
         req.setsid = v.get<bool>();

@@ -24,6 +24,7 @@ struct ExecRequest {
   std::vector<Rlimit> rlimits;
   bool setsid = true;
   std::uint64_t cpu_budget_ms = 0;  // whole-tree CPU budget metered by pid 1 (0: none)
+  std::uint64_t memory_budget_mb = 0;  // whole-sandbox resident memory metered by pid 1 (0: none)
   int stdio[3] = {-1, -1, -1};
   int cgroup_fd = -1;
   // Pointers into argv/env, null-terminated, filled by finalize().

@@ -99,6 +99,46 @@ std::uint64_t exec_tree_cpu_ms(pid_t shepherd, pid_t session) {
   return ticks * 1000 / static_cast<std::uint64_t>(hz);
 }
 
+namespace {
+
+std::uint64_t process_resident_bytes(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/status", pid);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  std::uint64_t kb = 0;
+  for (const char* key : {"RssAnon:", "RssShmem:"}) {
+    const char* at = std::strstr(buf, key);
+    if (at != nullptr) kb += std::strtoull(at + std::strlen(key), nullptr, 10);
+  }
+  return kb * 1024;
+}
+
+}  // namespace
+
+std::uint64_t resident_bytes(pid_t shepherd, pid_t session) {
+  std::uint64_t total = 0;
+  if (shepherd == 0 && session == 0) {
+    DIR* d = ::opendir("/proc");
+    if (d == nullptr) return 0;
+    while (dirent* de = ::readdir(d)) {
+      char* end = nullptr;
+      long v = std::strtol(de->d_name, &end, 10);
+      if (end == de->d_name || *end != '\0' || v <= 1) continue;
+      total += process_resident_bytes(static_cast<pid_t>(v));
+    }
+    ::closedir(d);
+    return total;
+  }
+  for (pid_t p : scan(shepherd, session)) total += process_resident_bytes(p);
+  return total;
+}
+
 void signal_exec_tree(pid_t shepherd, pid_t session, int sig) {
   if (session > 1) ::kill(-session, sig);
   if (sig != SIGKILL) {

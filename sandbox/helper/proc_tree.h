@@ -16,4 +16,9 @@ void signal_exec_tree(pid_t shepherd, pid_t session, int sig);
 // by pid 1 after their shepherd died are not counted, so callers keep the maximum they have seen.
 std::uint64_t exec_tree_cpu_ms(pid_t shepherd, pid_t session);
 
+// Resident anonymous and shared-memory bytes (RssAnon + RssShmem) of the exec's live processes,
+// or of every process but pid 1 when `shepherd` and `session` are both 0. File-backed pages
+// (binaries, libraries) are not counted: they are shared and reclaimable.
+std::uint64_t resident_bytes(pid_t shepherd, pid_t session);
+
 }  // namespace kiln::helper

@@ -37,6 +37,8 @@ struct ExecRecord {
   std::uint64_t cpu_budget_ms = 0;  // whole-tree CPU budget (0: not metered)
   std::uint64_t cpu_seen_ms = 0;    // the most CPU the tree was seen to have used
   bool cpu_killed = false;
+  std::uint64_t memory_budget_mb = 0;  // whole-sandbox resident memory budget (0: not metered)
+  bool memory_killed = false;
   bool exited = false;
   bool failed = false;
 };
@@ -52,7 +54,8 @@ class Supervisor {
   void start_exec(const nlohmann::json& j, ControlMessage& msg);
   void kill_exec(const nlohmann::json& j);
   void reap();
-  void meter_cpu();
+  void meter();
+  void meter_memory();
   bool metering() const;
   void read_reports(ExecRecord& rec);
   void send_started(ExecRecord& rec);
@@ -105,7 +108,7 @@ void Supervisor::run() {
       if (errno == EINTR) continue;
       shutdown(125);
     }
-    if (metering()) meter_cpu();
+    if (metering()) meter();
     if (pfds[1].revents & POLLIN) reap();
     for (std::size_t i = 2; i < pfds.size(); ++i) {
       if (!pfds[i].revents) continue;
@@ -202,6 +205,7 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
   rec.shepherd = pid;
   rec.report_fd = rp[0];
   rec.cpu_budget_ms = req.cpu_budget_ms;
+  rec.memory_budget_mb = req.memory_budget_mb;
   execs_.emplace(key, std::move(rec));
 }
 
@@ -222,16 +226,18 @@ void Supervisor::kill_exec(const nlohmann::json& j) {
 
 bool Supervisor::metering() const {
   for (const auto& [key, rec] : execs_)
-    if (rec.cpu_budget_ms && !rec.exited && !rec.cpu_killed) return true;
+    if ((rec.cpu_budget_ms || rec.memory_budget_mb) && !rec.exited && !rec.cpu_killed && !rec.memory_killed)
+      return true;
   return false;
 }
 
-void Supervisor::meter_cpu() {
+void Supervisor::meter() {
   timespec now{};
   ::clock_gettime(CLOCK_MONOTONIC, &now);
   std::int64_t now_ms = static_cast<std::int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
   if (now_ms - last_meter_ms_ < 90) return;
   last_meter_ms_ = now_ms;
+  meter_memory();
   for (auto& [key, rec] : execs_) {
     if (!rec.cpu_budget_ms || rec.exited || rec.cpu_killed || rec.child <= 0) continue;
     rec.cpu_seen_ms = std::max(rec.cpu_seen_ms, exec_tree_cpu_ms(rec.shepherd, rec.child));
@@ -239,6 +245,32 @@ void Supervisor::meter_cpu() {
     rec.cpu_killed = true;
     signal_exec_tree(rec.shepherd, rec.child, SIGKILL);
   }
+}
+
+// Without a memory cgroup the whole sandbox's resident memory is metered here. Over the budget,
+// the exec holding the most is killed; when the memory is held by none of them (orphans of
+// finished execs), everything but pid 1 is.
+void Supervisor::meter_memory() {
+  std::uint64_t budget_mb = 0;
+  for (const auto& [key, rec] : execs_)
+    if (rec.memory_budget_mb && !rec.exited && !rec.memory_killed)
+      budget_mb = budget_mb ? std::min(budget_mb, rec.memory_budget_mb) : rec.memory_budget_mb;
+  if (!budget_mb || resident_bytes(0, 0) < (budget_mb << 20)) return;
+  ExecRecord* biggest = nullptr;
+  std::uint64_t most = 0;
+  for (auto& [key, rec] : execs_) {
+    if (rec.exited || rec.child <= 0) continue;
+    std::uint64_t b = resident_bytes(rec.shepherd, rec.child);
+    if (b > most) most = b, biggest = &rec;
+  }
+  if (biggest != nullptr && most >= (budget_mb << 20) / 4) {
+    biggest->memory_killed = true;
+    signal_exec_tree(biggest->shepherd, biggest->child, SIGKILL);
+    return;
+  }
+  for (auto& [key, rec] : execs_)
+    if (!rec.exited) rec.memory_killed = true;
+  ::kill(-1, SIGKILL);
 }
 
 void Supervisor::read_reports(ExecRecord& rec) {
@@ -333,6 +365,7 @@ void Supervisor::send_exited(const ExecRecord& rec, int st, timeval user, timeva
                       {"maxrss_kb", maxrss_kb}};
   if (rec.cpu_budget_ms) j["tree_cpu_ms"] = std::max<std::uint64_t>(rec.cpu_seen_ms, ms(user) + ms(sys));
   if (rec.cpu_killed) j["cpu_limit"] = true;
+  if (rec.memory_killed) j["memory_limit"] = true;
   out_.send(dump_json(j));
 }
 

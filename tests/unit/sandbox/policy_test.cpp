@@ -41,7 +41,7 @@ TEST_CASE("bad values are refused with their name") {
   CHECK(!make_policy(in));
 }
 
-TEST_CASE("defaults fill what was not asked for; cgroup-only defaults only with cgroups") {
+TEST_CASE("defaults fill what was not asked for; memory and pids defaults only where something enforces them") {
   Limits l;
   apply_default_limits(l, false, false);
   CHECK(*l.wall_s == 600);
