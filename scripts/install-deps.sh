@@ -9,7 +9,7 @@ bench=0
 [[ ${1:-} == --bench ]] && bench=1
 
 packages=(cmake ninja-build g++ pkg-config ccache nlohmann-json3-dev libboost1.81-dev libspdlog-dev
-          doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev ripgrep python3)
+          doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev libpugixml-dev ripgrep python3)
 
 # Benchmark peers only: bubblewrap (bwrap), and socat, which the srt CLI needs next to bwrap on Linux.
 bench_packages=(bubblewrap socat)

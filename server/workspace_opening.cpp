@@ -1,4 +1,4 @@
-// Opening folders as workspaces and reading their kiln.json.
+// Opening folders as workspaces and reading their kiln.json (validation lives in kiln_config.cpp).
 #include "server/workspace_opening.h"
 
 #include <fcntl.h>
@@ -74,17 +74,14 @@ LoadedConfig load_config(const workspace::Root& root) {
       return out;
     }
   }
-  try {
-    auto j = nlohmann::json::parse(text);
-    if (!j.is_object()) {
-      out.error = "kiln.json: the top level must be a JSON object";
-      return out;
-    }
-    out.config = std::move(j);
-    out.source = "kiln.json";
-  } catch (const nlohmann::json::parse_error& e) {
-    out.error = fmt::format("kiln.json: invalid JSON at byte {}: {}", e.byte, e.what());
+  auto parsed = parse_kiln_config(text);
+  if (!parsed) {
+    out.error = parsed.error().message;
+    return out;
   }
+  out.config = parsed->raw;
+  out.source = "kiln.json";
+  out.typed = std::move(*parsed);
   return out;
 }
 

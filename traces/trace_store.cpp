@@ -1,0 +1,483 @@
+// SQLite side of the trace store: its own traces.db beside kiln.db, WAL plus a busy timeout so
+// every kiln process sharing the state directory can write records through its own connection.
+#include "traces/trace_store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "traces/trace_util.h"
+
+namespace kiln::traces {
+
+namespace {
+
+// A statement that finalizes itself.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& sql) { rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &st_, nullptr); }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  void bind(int i, const std::string& s) { sqlite3_bind_text(st_, i, s.data(), int(s.size()), SQLITE_TRANSIENT); }
+  void bind(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); }
+  void bind_null(int i) { sqlite3_bind_null(st_, i); }
+  template <class T>
+  void bind(int i, const std::optional<T>& v) {
+    if (v) bind(i, static_cast<std::conditional_t<std::is_integral_v<T>, int64_t, const T&>>(*v));
+    else bind_null(i);
+  }
+  void bind_json(int i, const nlohmann::json& j);
+  int step() { return sqlite3_step(st_); }
+  bool is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
+  int64_t int64(int col) const { return sqlite3_column_int64(st_, col); }
+  std::string text(int col) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(st_, col));
+    return p ? std::string(p) : std::string();
+  }
+  std::optional<std::string> opt_text(int col) const { return is_null(col) ? std::nullopt : std::optional(text(col)); }
+  std::optional<int64_t> opt_int(int col) const { return is_null(col) ? std::nullopt : std::optional(int64(col)); }
+  nlohmann::json json(int col) const {
+    if (is_null(col)) return nullptr;
+    auto j = nlohmann::json::parse(text(col), nullptr, /*allow_exceptions=*/false);
+    return j.is_discarded() ? nlohmann::json() : j;
+  }
+
+ private:
+  sqlite3_stmt* st_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+void Stmt::bind_json(int i, const nlohmann::json& j) {
+  if (j.is_null()) return bind_null(i);
+  try {
+    // Invalid UTF-8 in a command line or a test message must not lose the whole record.
+    bind(i, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } catch (const nlohmann::json::exception&) {
+    bind_null(i);
+  }
+}
+
+constexpr const char* kColumns =
+    "SELECT id, kind, workspace_id, parent_id, name, client, command, cwd, policy, status, started_at, ended_at,"
+    " duration_ms, exit_code, signal, stop_reason, resources, output, cleanup, tests, result, error FROM traces ";
+
+TraceRecord row_to_record(const Stmt& s) {
+  TraceRecord r;
+  r.id = s.text(0);
+  r.kind = s.text(1);
+  r.workspace_id = s.text(2);
+  r.parent_id = s.opt_text(3);
+  r.name = s.text(4);
+  r.client = s.json(5);
+  r.command = s.text(6);
+  r.cwd = s.text(7);
+  r.policy = s.json(8);
+  r.status = s.text(9);
+  r.started_at = s.text(10);
+  r.ended_at = s.opt_text(11);
+  r.duration_ms = s.opt_int(12);
+  if (auto v = s.opt_int(13)) r.exit_code = int(*v);
+  if (auto v = s.opt_int(14)) r.signal = int(*v);
+  r.stop_reason = s.text(15);
+  r.resources = s.json(16);
+  r.output = s.json(17);
+  r.cleanup = s.json(18);
+  r.tests = s.json(19);
+  r.result = s.json(20);
+  r.error = s.text(21);
+  return r;
+}
+
+Error db_error(sqlite3* db, std::string_view what) {
+  return Error{Errc::io, fmt::format("trace store: {} failed: {}", what, sqlite3_errmsg(db))};
+}
+
+bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
+  return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return v == a; });
+}
+
+constexpr std::initializer_list<const char*> kKinds = {"exec", "verify", "publish"};
+constexpr std::initializer_list<const char*> kStatuses = {"running", "pass", "fail", "error", "interrupted"};
+
+int64_t duration_between(const std::string& start, const std::string& end) {
+  auto a = detail::parse_iso8601_ms(start), b = detail::parse_iso8601_ms(end);
+  return a && b ? std::max<int64_t>(0, *b - *a) : 0;
+}
+
+Error not_found(const std::string& id) {
+  return Error{Errc::not_found, fmt::format("no trace {}; trace_list shows the traces there are", id)};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TraceStore>> TraceStore::open(const std::string& state_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir + "/traces", ec);
+  if (ec) {
+    return fail(Errc::io, fmt::format("cannot create state directory {}: {}; set KILN_HOME to a writable folder",
+                                      state_dir, ec.message()));
+  }
+  // Commands, cwd and output of every run live here: for the user's eyes only.
+  ::chmod(state_dir.c_str(), 0700);
+  ::chmod((state_dir + "/traces").c_str(), 0700);
+  std::unique_ptr<TraceStore> store(new TraceStore(state_dir));
+  std::string path = state_dir + "/traces.db";
+  // Created 0600 before SQLite sees it: SQLite gives its -wal and -shm files the same mode.
+  if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) {
+    ::fchmod(fd, 0600);
+    ::close(fd);
+  }
+  int rc = sqlite3_open_v2(path.c_str(), &store->db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    return fail(Errc::io, fmt::format("cannot open trace database {}: {}", path,
+                                      store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
+  }
+  sqlite3_busy_timeout(store->db_, 5000);
+  if (auto r = store->exec("PRAGMA synchronous=NORMAL;"); !r) return std::unexpected(r.error());
+  // journal_mode=WAL persists in the file, so only a new database needs the switch (a write).
+  auto is_wal = [&] {
+    Stmt mode(store->db_, "PRAGMA journal_mode");
+    return mode.ok() && mode.step() == SQLITE_ROW && mode.text(0) == "wal";
+  };
+  if (!is_wal()) {
+    // Two processes creating the database at once: the loser's switch may fail, the winner's holds.
+    if (auto r = store->exec("PRAGMA journal_mode=WAL;"); !r && !is_wal()) return std::unexpected(r.error());
+  }
+  if (auto r = store->migrate(); !r) return std::unexpected(r.error());
+  if (auto r = store->mark_orphans_interrupted(); !r) return std::unexpected(r.error());
+  return store;
+}
+
+TraceStore::~TraceStore() {
+  if (db_) sqlite3_close(db_);
+}
+
+Result<void> TraceStore::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return fail(Errc::io, "trace store: " + msg);
+  }
+  return {};
+}
+
+Result<void> TraceStore::migrate() {
+  // An up-to-date database is only read: start-up should not cost a write.
+  auto version = [&] {
+    Stmt ver(db_, "PRAGMA user_version");
+    return ver.ok() && ver.step() == SQLITE_ROW ? ver.int64(0) : 0;
+  };
+  if (version() >= 1) return {};
+  std::lock_guard lock(mu_);
+  if (auto r = exec("BEGIN IMMEDIATE;"); !r) return r;
+  if (version() >= 1) return exec("COMMIT;");  // another process migrated while we waited
+  auto r = exec(
+      "CREATE TABLE IF NOT EXISTS traces ("
+      "  id TEXT PRIMARY KEY, kind TEXT NOT NULL, workspace_id TEXT NOT NULL, parent_id TEXT,"
+      "  name TEXT NOT NULL DEFAULT '', client TEXT, command TEXT NOT NULL DEFAULT '',"
+      "  cwd TEXT NOT NULL DEFAULT '', policy TEXT, status TEXT NOT NULL, started_at TEXT NOT NULL,"
+      "  ended_at TEXT, duration_ms INTEGER, exit_code INTEGER, signal INTEGER,"
+      "  stop_reason TEXT NOT NULL DEFAULT '', resources TEXT, output TEXT, cleanup TEXT, tests TEXT,"
+      "  result TEXT, error TEXT NOT NULL DEFAULT '',"
+      "  owner_pid INTEGER, owner_start INTEGER, owner_boot TEXT, owner_pidns TEXT);"
+      "CREATE INDEX IF NOT EXISTS traces_by_time ON traces(started_at, id);"
+      "CREATE INDEX IF NOT EXISTS traces_by_workspace ON traces(workspace_id, started_at, id);"
+      "CREATE INDEX IF NOT EXISTS traces_by_parent ON traces(parent_id);"
+      "CREATE INDEX IF NOT EXISTS traces_running ON traces(status) WHERE status = 'running';"
+      "PRAGMA user_version = 1;");
+  if (!r) {
+    (void)exec("ROLLBACK;");
+    return r;
+  }
+  return exec("COMMIT;");
+}
+
+Result<TraceRecord> TraceStore::start(const TraceStart& s) {
+  if (!one_of(s.kind, kKinds))
+    return fail(Errc::invalid_argument, fmt::format("trace kind '{}' is not exec, verify or publish", s.kind));
+  TraceRecord r;
+  r.started_at = now_iso8601();
+  if (!s.started_at.empty()) {
+    auto ms = detail::parse_iso8601_ms(s.started_at);
+    if (!ms) return fail(Errc::invalid_argument, fmt::format("started_at '{}' is not an ISO 8601 time", s.started_at));
+    r.started_at = detail::format_iso8601_ms(*ms);
+  }
+  r.kind = s.kind;
+  r.workspace_id = s.workspace_id;
+  r.parent_id = s.parent_id;
+  r.name = s.name;
+  r.client = s.client;
+  r.command = s.command;
+  r.cwd = s.cwd;
+  r.policy = s.policy;
+  r.result = s.result;
+  r.status = "running";
+  std::lock_guard lock(mu_);
+  if (s.parent_id) {
+    auto parent = get_locked(*s.parent_id);
+    if (!parent) return std::unexpected(parent.error());
+    if (!*parent) return std::unexpected(not_found(*s.parent_id));
+  }
+  const auto& self = detail::self_identity();
+  for (int attempt = 0;; ++attempt) {
+    r.id = detail::random_trace_id();
+    Stmt ins(db_,
+             "INSERT INTO traces(id, kind, workspace_id, parent_id, name, client, command, cwd, policy, status,"
+             " started_at, result, owner_pid, owner_start, owner_boot, owner_pidns)"
+             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11, ?12, ?13, ?14, ?15)");
+    if (!ins.ok()) return std::unexpected(db_error(db_, "insert"));
+    ins.bind(1, r.id);
+    ins.bind(2, r.kind);
+    ins.bind(3, r.workspace_id);
+    ins.bind(4, r.parent_id);
+    ins.bind(5, r.name);
+    ins.bind_json(6, r.client);
+    ins.bind(7, r.command);
+    ins.bind(8, r.cwd);
+    ins.bind_json(9, r.policy);
+    ins.bind(10, r.started_at);
+    ins.bind_json(11, r.result);
+    ins.bind(12, self.pid);
+    ins.bind(13, self.start_time);
+    ins.bind(14, self.boot_id);
+    ins.bind(15, self.pid_ns);
+    int rc = ins.step();
+    if (rc == SQLITE_DONE) return r;
+    if (rc != SQLITE_CONSTRAINT || attempt == 3) return std::unexpected(db_error(db_, "insert"));
+  }
+}
+
+Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
+  if (!one_of(f.status, {"pass", "fail", "error", "interrupted"}))
+    return fail(Errc::invalid_argument,
+                fmt::format("a trace ends as pass, fail, error or interrupted, not '{}'", f.status));
+  std::lock_guard lock(mu_);
+  auto cur = get_locked(id);
+  if (!cur) return std::unexpected(cur.error());
+  if (!*cur) return std::unexpected(not_found(id));
+  if ((*cur)->status != "running")
+    return fail(Errc::conflict, fmt::format("trace {} has already ended ({})", id, (*cur)->status));
+  std::string ended = now_iso8601();
+  Stmt upd(db_,
+           "UPDATE traces SET status = ?2, ended_at = ?3, duration_ms = ?4, exit_code = ?5, signal = ?6,"
+           " stop_reason = ?7, resources = ?8, output = ?9, cleanup = ?10, tests = ?11,"
+           " result = COALESCE(?12, result), error = ?13 WHERE id = ?1 AND status = 'running'");
+  if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
+  upd.bind(1, id);
+  upd.bind(2, f.status);
+  upd.bind(3, ended);
+  upd.bind(4, f.duration_ms.value_or(duration_between((*cur)->started_at, ended)));
+  upd.bind(5, f.exit_code);
+  upd.bind(6, f.signal);
+  upd.bind(7, f.stop_reason);
+  upd.bind_json(8, f.resources);
+  upd.bind_json(9, f.output);
+  upd.bind_json(10, f.cleanup);
+  upd.bind_json(11, f.tests);
+  upd.bind_json(12, f.result);
+  upd.bind(13, f.error);
+  if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
+  if (sqlite3_changes(db_) == 0) return fail(Errc::conflict, fmt::format("trace {} has already ended", id));
+  return {};
+}
+
+Result<void> TraceStore::update_result(const std::string& id, const nlohmann::json& result) {
+  std::lock_guard lock(mu_);
+  {
+    Stmt upd(db_, "UPDATE traces SET result = ?2 WHERE id = ?1 AND status = 'running'");
+    if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
+    upd.bind(1, id);
+    upd.bind_json(2, result);
+    if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
+  }
+  if (sqlite3_changes(db_) == 1) return {};
+  auto cur = get_locked(id);
+  if (!cur) return std::unexpected(cur.error());
+  if (!*cur) return std::unexpected(not_found(id));
+  return fail(Errc::conflict, fmt::format("trace {} has already ended ({})", id, (*cur)->status));
+}
+
+Result<std::optional<TraceRecord>> TraceStore::get(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return get_locked(id);
+}
+
+Result<std::optional<TraceRecord>> TraceStore::get_locked(const std::string& id) {
+  if (!detail::valid_trace_id(id)) return std::optional<TraceRecord>();
+  Stmt sel(db_, std::string(kColumns) + "WHERE id = ?1");
+  if (!sel.ok()) return std::unexpected(db_error(db_, "select"));
+  sel.bind(1, id);
+  int rc = sel.step();
+  if (rc == SQLITE_ROW) return std::optional<TraceRecord>(row_to_record(sel));
+  if (rc == SQLITE_DONE) return std::optional<TraceRecord>();
+  return std::unexpected(db_error(db_, "select"));
+}
+
+Result<TracePage> TraceStore::list(const TraceQuery& q) {
+  if (!q.kind.empty() && !one_of(q.kind, kKinds))
+    return fail(Errc::invalid_argument, fmt::format("kind '{}' is not exec, verify or publish", q.kind));
+  if (!q.status.empty() && !one_of(q.status, kStatuses))
+    return fail(Errc::invalid_argument,
+                fmt::format("status '{}' is not running, pass, fail, error or interrupted", q.status));
+  std::string since;
+  if (!q.since.empty()) {
+    auto ms = detail::parse_iso8601_ms(q.since);
+    if (!ms)
+      return fail(Errc::invalid_argument,
+                  fmt::format("since '{}' is not an ISO 8601 time; pass e.g. 2026-01-31T12:00:00Z", q.since));
+    since = detail::format_iso8601_ms(*ms);
+  }
+  // A cursor is bound to its filters: continuing one under other filters would skip records silently.
+  uint32_t filters = detail::fnv1a(fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", q.workspace_id, q.kind,
+                                               q.status, q.parent_id, q.roots_only, since));
+  std::optional<detail::Cursor> cursor;
+  if (!q.cursor.empty()) {
+    cursor = detail::decode_cursor(q.cursor);
+    if (!cursor)
+      return fail(Errc::invalid_argument, "cursor is not one this server returned; call trace_list without cursor");
+    if (cursor->filter_hash != filters)
+      return fail(Errc::invalid_argument,
+                  "cursor belongs to a listing with other filters; repeat those filters or call trace_list "
+                  "without cursor");
+  }
+  const int limit = std::clamp(q.limit, 1, 500);
+  std::string sql = std::string(kColumns) + "WHERE 1";
+  std::vector<std::string> args;
+  auto filter = [&](const std::string& value, const char* clause) {
+    if (value.empty()) return;
+    args.push_back(value);
+    sql += fmt::format(" AND {} ?{}", clause, args.size());
+  };
+  filter(q.workspace_id, "workspace_id =");
+  filter(q.kind, "kind =");
+  filter(q.status, "status =");
+  filter(q.parent_id, "parent_id =");
+  filter(since, "started_at >=");
+  if (q.roots_only) sql += " AND parent_id IS NULL";
+  if (cursor) {
+    // Keyset paging: records added after the first page sort before the cursor and never shift it.
+    args.push_back(cursor->started_at);
+    args.push_back(cursor->id);
+    sql += fmt::format(" AND (started_at, id) < (?{}, ?{})", args.size() - 1, args.size());
+  }
+  sql += fmt::format(" ORDER BY started_at DESC, id DESC LIMIT {}", limit + 1);
+  std::lock_guard lock(mu_);
+  Stmt sel(db_, sql);
+  if (!sel.ok()) return std::unexpected(db_error(db_, "select"));
+  for (size_t i = 0; i < args.size(); ++i) sel.bind(int(i + 1), args[i]);
+  TracePage page;
+  int rc;
+  while ((rc = sel.step()) == SQLITE_ROW) page.records.push_back(row_to_record(sel));
+  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select"));
+  if (page.records.size() > size_t(limit)) {
+    page.records.resize(size_t(limit));
+    const auto& last = page.records.back();
+    page.next_cursor = detail::encode_cursor({last.started_at, last.id, filters});
+  }
+  return page;
+}
+
+Result<TraceCounts> TraceStore::count(const std::string& workspace_id) {
+  std::lock_guard lock(mu_);
+  Stmt sel(db_, "SELECT status, COUNT(*) FROM traces WHERE parent_id IS NULL AND (?1 = '' OR workspace_id = ?1)"
+                " GROUP BY status");
+  if (!sel.ok()) return std::unexpected(db_error(db_, "count"));
+  sel.bind(1, workspace_id);
+  TraceCounts c;
+  int rc;
+  while ((rc = sel.step()) == SQLITE_ROW) {
+    std::string status = sel.text(0);
+    int64_t n = sel.int64(1);
+    c.total += n;
+    if (status == "running") c.running = n;
+    else if (status == "pass") c.pass = n;
+    else if (status == "fail") c.fail = n;
+    else if (status == "error") c.error = n;
+    else if (status == "interrupted") c.interrupted = n;
+  }
+  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "count"));
+  return c;
+}
+
+Result<int> TraceStore::mark_orphans_interrupted() {
+  std::lock_guard lock(mu_);
+  struct Orphan {
+    std::string id, started_at;
+  };
+  std::vector<Orphan> orphans;
+  {
+    Stmt sel(db_, "SELECT id, started_at, owner_pid, owner_start, owner_boot, owner_pidns FROM traces"
+                  " WHERE status = 'running'");
+    if (!sel.ok()) return std::unexpected(db_error(db_, "select"));
+    int rc;
+    while ((rc = sel.step()) == SQLITE_ROW) {
+      detail::ProcessIdentity owner{sel.int64(2), sel.int64(3), sel.text(4), sel.text(5)};
+      if (detail::owner_gone(owner)) orphans.push_back({sel.text(0), sel.text(1)});
+    }
+    if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select"));
+  }
+  if (orphans.empty()) return 0;
+  if (auto r = exec("BEGIN IMMEDIATE;"); !r) return std::unexpected(r.error());
+  int marked = 0;
+  const std::string now = now_iso8601();
+  for (const auto& o : orphans) {
+    // status = 'running' again: another process may have marked (or its owner finished) it meanwhile.
+    Stmt upd(db_, "UPDATE traces SET status = 'interrupted', stop_reason = 'interrupted', ended_at = ?2,"
+                  " duration_ms = ?3 WHERE id = ?1 AND status = 'running'");
+    upd.bind(1, o.id);
+    upd.bind(2, now);
+    upd.bind(3, duration_between(o.started_at, now));
+    if (!upd.ok() || upd.step() != SQLITE_DONE) {
+      Error e = db_error(db_, "update");
+      (void)exec("ROLLBACK;");
+      return std::unexpected(e);
+    }
+    marked += sqlite3_changes(db_);
+  }
+  if (auto r = exec("COMMIT;"); !r) return std::unexpected(r.error());
+  return marked;
+}
+
+nlohmann::json to_json(const TraceRecord& r) {
+  using nlohmann::json;
+  auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  return json{{"id", r.id},
+              {"kind", r.kind},
+              {"workspace_id", r.workspace_id},
+              {"parent_id", opt(r.parent_id)},
+              {"name", r.name},
+              {"client", r.client},
+              {"command", r.command},
+              {"cwd", r.cwd},
+              {"policy", r.policy},
+              {"status", r.status},
+              {"started_at", r.started_at},
+              {"ended_at", opt(r.ended_at)},
+              {"duration_ms", opt(r.duration_ms)},
+              {"exit_code", opt(r.exit_code)},
+              {"signal", opt(r.signal)},
+              {"stop_reason", r.stop_reason},
+              {"resources", r.resources},
+              {"output", r.output},
+              {"cleanup", r.cleanup},
+              {"tests", r.tests},
+              {"result", r.result},
+              {"error", r.error}};
+}
+
+nlohmann::json to_json(const TraceCounts& c) {
+  return {{"total", c.total}, {"running", c.running}, {"pass", c.pass},
+          {"fail", c.fail},   {"error", c.error},     {"interrupted", c.interrupted}};
+}
+
+}  // namespace kiln::traces

@@ -1,0 +1,179 @@
+// The trace store: one durable record per exec, verify (and each verify step) and publish, so an
+// agent can ask later what ran, under which policy and how it ended. Output bytes are files beside it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+struct sqlite3;
+
+namespace kiln::traces {
+
+// A JSON member that is null means "not recorded". Secret values must already be replaced by
+// `[secret:NAME]` in everything handed to the store: it keeps what it is given.
+struct TraceRecord {
+  std::string id;                        // "tr_" + 16 hex digits
+  std::string kind;                      // exec | verify | publish
+  std::string workspace_id;
+  std::optional<std::string> parent_id;  // a verify step's verify
+  std::string name;                      // check name of a verify step, else ""
+  nlohmann::json client;                 // {name, version} from initialize
+  std::string command;
+  std::string cwd;
+  nlohmann::json policy;                 // network, limits, isolation report, env names, secret names
+  std::string status;                    // running | pass | fail | error | interrupted
+  std::string started_at;                // ISO 8601 UTC with ms
+  std::optional<std::string> ended_at;
+  std::optional<int64_t> duration_ms;
+  std::optional<int> exit_code;
+  std::optional<int> signal;             // number of the signal that ended the process
+  std::string stop_reason;
+  nlohmann::json resources;              // {peak_memory_bytes, peak_memory_source, user_ms, sys_ms}
+  nlohmann::json output;                 // {stdout_bytes, stderr_bytes, dropped_bytes, truncated}
+  nlohmann::json cleanup;
+  nlohmann::json tests;                  // parsed test report of a test step
+  nlohmann::json result;                 // the caller's own summary (verify: per-check results)
+  std::string error;
+};
+
+struct TraceStart {
+  std::string kind;
+  std::string workspace_id;
+  std::optional<std::string> parent_id;
+  std::string name;
+  nlohmann::json client;
+  std::string command;
+  std::string cwd;
+  nlohmann::json policy;
+  nlohmann::json result;
+  std::string started_at;  // empty: now
+};
+
+struct TraceFinish {
+  std::string status;  // pass | fail | error | interrupted
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string stop_reason;
+  nlohmann::json resources;
+  nlohmann::json output;
+  nlohmann::json cleanup;
+  nlohmann::json tests;
+  nlohmann::json result;               // null keeps what update_result stored
+  std::string error;
+  std::optional<int64_t> duration_ms;  // a monotonic measurement; nullopt: from the timestamps
+};
+
+struct TraceQuery {
+  std::string workspace_id;  // each filter: empty means any
+  std::string kind;
+  std::string status;
+  std::string parent_id;
+  bool roots_only = false;   // leave out verify steps
+  std::string since;         // ISO 8601; records started at or after it
+  int limit = 50;            // clamped to 1..500
+  std::string cursor;        // next_cursor of the previous page
+};
+
+struct TracePage {
+  std::vector<TraceRecord> records;  // newest first
+  std::string next_cursor;           // empty on the last page
+};
+
+// Top-level records only: a verify's steps are counted in their verify.
+struct TraceCounts {
+  int64_t total = 0, running = 0, pass = 0, fail = 0, error = 0, interrupted = 0;
+};
+
+struct OutputSlice {
+  std::string data;  // raw bytes; may end inside a UTF-8 sequence
+  uint64_t offset = 0;
+  uint64_t next_offset = 0;
+  uint64_t total_bytes = 0;  // size when read; a running trace's output still grows
+  bool eof = false;
+};
+
+struct GrepMatch {
+  uint64_t line_number = 0;  // 1-based, counted from the start of the stream
+  uint64_t offset = 0;       // byte offset of the line (or of the scan start within it)
+  std::string text;          // without the newline, cut to kGrepLineBytes
+  bool truncated = false;
+};
+
+struct GrepResult {
+  std::vector<GrepMatch> matches;
+  uint64_t next_offset = 0;  // where to continue; always a line start
+  uint64_t total_bytes = 0;
+  uint64_t scanned_bytes = 0;
+  bool eof = false;          // nothing left to scan (for now, if the trace is still running)
+};
+
+inline constexpr size_t kOutputPageMax = 128 * 1024;
+inline constexpr size_t kGrepLineBytes = 1000;
+
+class TraceStore {
+ public:
+  // Creates <state_dir> (0700) and <state_dir>/traces.db (0600), migrates the schema, and marks
+  // interrupted the running records of processes that are gone.
+  static Result<std::unique_ptr<TraceStore>> open(const std::string& state_dir);
+  ~TraceStore();
+  TraceStore(const TraceStore&) = delete;
+  TraceStore& operator=(const TraceStore&) = delete;
+
+  const std::string& dir() const { return dir_; }
+
+  // Records a run as running, owned by this process.
+  Result<TraceRecord> start(const TraceStart& s);
+  // Ends a running record; conflict if it has already ended.
+  Result<void> finish(const std::string& id, const TraceFinish& f);
+  // Replaces `result` of a running record (a verify's progress so far).
+  Result<void> update_result(const std::string& id, const nlohmann::json& result);
+  Result<std::optional<TraceRecord>> get(const std::string& id);
+  Result<TracePage> list(const TraceQuery& q);
+  Result<TraceCounts> count(const std::string& workspace_id);  // empty: every workspace
+  // Running records whose process (pid + start time + boot id) is gone become "interrupted".
+  Result<int> mark_orphans_interrupted();
+
+  // <state_dir>/traces/<id>/, created 0700; the runner writes `stdout` and `stderr` there.
+  Result<std::string> output_dir(const std::string& id);
+  // A negative offset counts from the end (-4096: the last 4 KiB). limit 0: the maximum.
+  Result<OutputSlice> read_output(const std::string& id, const std::string& stream, int64_t offset,
+                                  size_t limit);
+  // Lines matching a PCRE2 pattern, from `offset` on; stops after limit_matches (clamped 1..1000)
+  // matches or about 64 MiB scanned.
+  Result<GrepResult> grep_output(const std::string& id, const std::string& stream, const std::string& pattern,
+                                 uint64_t offset, int limit_matches);
+
+ private:
+  explicit TraceStore(std::string dir) : dir_(std::move(dir)) {}
+  Result<void> migrate();
+  Result<void> exec(const char* sql);
+  Result<std::optional<TraceRecord>> get_locked(const std::string& id);
+  Result<std::string> stream_path(const std::string& id, const std::string& stream);
+  std::optional<uint64_t> cached_line(const std::string& key);
+  void cache_line(const std::string& key, uint64_t line);
+
+  std::string dir_;
+  sqlite3* db_ = nullptr;
+  std::mutex mu_;  // one connection, one statement sequence at a time
+  // Line number at each grep's next_offset, so a continued grep need not recount from byte 0;
+  // output files only grow, so a prefix's line count never changes.
+  std::mutex line_mu_;
+  std::map<std::string, uint64_t> line_cache_;
+};
+
+nlohmann::json to_json(const TraceRecord& r);  // every field present; null where not recorded
+nlohmann::json to_json(const TraceCounts& c);
+
+// Current time as ISO 8601 UTC with milliseconds ("2026-11-30T20:15:02.123Z").
+std::string now_iso8601();
+
+}  // namespace kiln::traces
