@@ -65,8 +65,15 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   run->sandbox = sb;
   run->redactor = sb->redactor;
   run->limits = sb->policy.limits;
-  run->run_dir = opt.state_dir + "/runs/" + run->id;
-  bool have_dir = ::mkdir(run->run_dir.c_str(), 0700) == 0;
+  bool have_dir;
+  if (!req.run_dir.empty()) {
+    run->run_dir = req.run_dir;
+    struct stat st {};
+    have_dir = ::stat(run->run_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  } else {
+    run->run_dir = opt.state_dir + "/runs/" + run->id;
+    have_dir = ::mkdir(run->run_dir.c_str(), 0700) == 0;
+  }
   run->out = std::make_unique<OutputSpool>(have_dir ? run->run_dir + "/stdout" : "", kKeepTail);
   run->err = std::make_unique<OutputSpool>(have_dir ? run->run_dir + "/stderr" : "", kKeepTail);
   run->both = std::make_unique<OutputSpool>(have_dir ? run->run_dir + "/output" : "", 16 * 1024);
@@ -505,6 +512,12 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
     run->peak_source = "rusage maxrss (largest single process)";
   }
   if (run->t_end == Clock::time_point{}) run->t_end = Clock::now();
+  if (run->req.on_finished) {
+    lock.unlock();
+    auto on_finished = std::move(run->req.on_finished);
+    on_finished(result_of(run, sb));
+    lock.lock();
+  }
   run->finished = true;
   ++run->version;
   run->cv.notify_all();
@@ -537,7 +550,12 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
       finished_runs.pop_front();
     }
   }
-  if (sb && sb->fresh && !sb->closing) retire_sandbox(sb, [](CleanupReport) {});
+  if (sb && sb->fresh && !sb->closing) {
+    auto cb = std::move(run->req.on_sandbox_cleanup);
+    retire_sandbox(sb, [cb](CleanupReport r) {
+      if (cb) cb(r);
+    });
+  }
 }
 
 ExecResult SandboxManager::Impl::result_of(const std::shared_ptr<Run>& run, const std::shared_ptr<Sandbox>& sb) const {

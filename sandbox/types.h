@@ -59,6 +59,9 @@ struct StreamTail {
   std::uint64_t dropped_bytes = 0;  // bytes beyond the output cap that were not kept
 };
 
+struct ExecResult;
+struct CleanupReport;
+
 struct ExecRequest {
   std::vector<std::string> argv;  // already split; a string command becomes /bin/sh -c
   std::string display_command;    // for traces and listings
@@ -72,6 +75,14 @@ struct ExecRequest {
   // Called on the sandbox's event loop with each redacted chunk as it arrives (`kiln run`
   // streams to the terminal with it). Must not block for long.
   std::function<void(bool is_stderr, std::string_view chunk)> live_output;
+  // Where the run's output files go (an existing folder the caller owns, e.g. the trace's);
+  // empty: <state>/runs/<run_id>.
+  std::string run_dir;
+  // Called once with the final result, before a foreground caller is woken (so a trace written
+  // here is complete when the tool answers). Runs on the sandbox's event loop; keep it short.
+  std::function<void(const ExecResult&)> on_finished;
+  // Fresh sandboxes only: called with the clean-up report once the sandbox is gone.
+  std::function<void(const CleanupReport&)> on_sandbox_cleanup;
 };
 
 struct ExecResult {

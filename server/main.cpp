@@ -11,16 +11,21 @@
 #include "server/session.h"
 #include "server/stdio_transport.h"
 #include "server/tool_registry.h"
+#include "server/run_tracing.h"
 #include "server/tools.h"
+#include "server/trace_hub.h"
+#include "traces/trace_store.h"
 #include "workspace/state_store.h"
 
 namespace {
 
-void fill_registry(kiln::server::ToolRegistry& registry, kiln::sandbox::SandboxManager& sandboxes) {
-  kiln::server::register_workspace_tools(registry, &sandboxes);
+void fill_registry(kiln::server::ToolRegistry& registry, kiln::sandbox::SandboxManager& sandboxes,
+                   kiln::server::RunTracer* tracer) {
+  kiln::server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr);
   kiln::server::register_file_tools(registry);
   kiln::server::register_search_tools(registry);
-  kiln::server::register_sandbox_tools(registry, sandboxes);
+  kiln::server::register_sandbox_tools(registry, sandboxes, tracer);
+  if (tracer) kiln::server::register_trace_tools(registry, *tracer, sandboxes);
   registry.check_complete();
 }
 
@@ -74,6 +79,15 @@ int main(int argc, char** argv) {
   run->add_option("command", run_opts.command, "The command and its arguments (after --)")->required();
   run->positionals_at_end();
 
+  kiln::server::VerifyOptions verify_opts;
+  auto* verify = app.add_subcommand("verify", "Run the workspace's kiln.json checks in a sandbox (exit 0 only on pass)");
+  verify->add_option("checks", verify_opts.checks, "Check names (default: all, in kiln.json order)");
+  verify->add_option("--workspace,-w", verify_opts.workspace, "Workspace folder (default: the current directory)");
+  verify->add_flag("--json", verify_opts.json, "Print the result as JSON on stdout");
+  verify->add_option("--junit", verify_opts.junit, "Also write the result as a JUnit XML report to FILE");
+  verify->add_flag("--verbose,-v", verify_opts.verbose, "Stream each check's output");
+  verify->add_option("--state-dir", state_dir, "State directory");
+
   auto* secret = app.add_subcommand("secret", "Manage secrets passed into sandboxes by name");
   secret->require_subcommand(1);
   std::string secret_name;
@@ -89,13 +103,14 @@ int main(int argc, char** argv) {
   kiln::server::init_logging(log_level);
   if (state_dir.empty()) state_dir = kiln::workspace::default_state_dir();
 
-  if (run->parsed() || secret->parsed()) {
+  if (run->parsed() || secret->parsed() || verify->parsed()) {
     auto store = kiln::workspace::StateStore::open(state_dir);  // makes the state dir (0700)
     if (!store) {
       std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());
-      return run->parsed() ? 125 : 1;
+      return run->parsed() ? 125 : verify->parsed() ? 2 : 1;
     }
     if (run->parsed()) return kiln::server::run_command(run_opts, state_dir);
+    if (verify->parsed()) return kiln::server::verify_command(verify_opts, state_dir);
     std::string action = secret_set->parsed() ? "set" : secret_rm->parsed() ? "rm" : "list";
     return kiln::server::secret_command(action, secret_name, state_dir);
   }
@@ -115,15 +130,26 @@ int main(int argc, char** argv) {
     sandbox_options.allow_unsandboxed = allow_unsandboxed;
     sandbox_options.idle_timeout = std::chrono::seconds(sandbox_idle_s);
     static kiln::sandbox::SandboxManager sandboxes(sandbox_options);
+    // Opening the trace store also marks runs of dead servers as interrupted.
+    auto traces = kiln::traces::TraceStore::open(state_dir);
+    if (!traces) {
+      std::fprintf(stderr, "kiln: %s\n", traces.error().message.c_str());
+      return 1;
+    }
+    static std::unique_ptr<kiln::traces::TraceStore> trace_store = std::move(*traces);
+    static kiln::server::TraceHub trace_hub;
+    static kiln::server::RunTracer tracer(*trace_store, &trace_hub, &sandboxes);
     // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
     // meanwhile (tools/list and tools/call wait for it).
     static kiln::server::ToolRegistry registry;
-    registry.populate_in_background([](kiln::server::ToolRegistry& r) { fill_registry(r, sandboxes); });
+    registry.populate_in_background([](kiln::server::ToolRegistry& r) { fill_registry(r, sandboxes, &tracer); });
     kiln::server::ServerContext server{**store, registry, {}};
     server.options.startup_workspace = workspace;
     server.options.allow_unsandboxed = allow_unsandboxed;
     server.options.sandbox_idle_s = sandbox_idle_s;
     server.sandboxes = &sandboxes;
+    server.traces = trace_store.get();
+    server.trace_hub = &trace_hub;
     return kiln::server::run_stdio(server, stdio);
   }
   return 0;

@@ -14,8 +14,10 @@
 #include "protocol/mcp_params.h"
 #include "server/methods.h"
 #include "server/mime_types.h"
+#include "server/tools_traces.h"
 #include "server/workspace_opening.h"
 #include "workspace/file_list.h"
+#include "traces/trace_store.h"
 #include "workspace/state_store.h"
 
 namespace kiln::server {
@@ -30,6 +32,22 @@ constexpr std::size_t kMaxCompletions = 100;  // the spec caps a completion at 1
 constexpr std::size_t kMaxResourceBytes = 384 * 1024;
 
 std::string template_uri(const OpenWorkspace& ws) { return file_uri(ws.root->path()) + "/{+path}"; }
+
+constexpr std::string_view kTracePrefix = "kiln://trace/";
+constexpr int kListedTraces = 20;  // the newest of the current workspace, in resources/list
+
+bool is_trace_uri(const std::string& uri) { return uri.starts_with(kTracePrefix); }
+
+// A trace resource: its record (what trace_get returns) as JSON.
+std::expected<json, RpcError> trace_resource(MethodEnv& env, const std::string& uri) {
+  if (!env.server.traces)
+    return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: this server keeps no traces",
+                                    json{{"uri", uri}}});
+  auto doc = trace_document(*env.server.traces, uri.substr(kTracePrefix.size()), 4096);
+  if (!doc) return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + doc.error().message,
+                                            json{{"uri", uri}}});
+  return *doc;
+}
 
 // The workspace and the relative path a file:// URI points at; the URI must lie in the
 // session's current workspace.
@@ -99,6 +117,19 @@ MethodResult resources_list(MethodEnv& env, const json& params) {
     if (auto mime = mime_type_for(e.path); !mime.empty()) r["mimeType"] = std::string(mime.substr(0, mime.find(';')));
     resources.push_back(std::move(r));
   }
+  if (!*cursor && env.server.traces) {
+    traces::TraceQuery q;
+    q.workspace_id = ws->id;
+    q.roots_only = true;
+    q.limit = kListedTraces;
+    if (auto page = env.server.traces->list(q)) {
+      for (const auto& t : page->records)
+        resources.push_back({{"uri", std::string(kTracePrefix) + t.id},
+                             {"name", t.id},
+                             {"title", fmt::format("{} {} ({})", t.kind, t.name.empty() ? t.command.substr(0, 60) : t.name, t.status)},
+                             {"mimeType", "application/json"}});
+    }
+  }
   json out = {{"resources", std::move(resources)}};
   if (listed->next_offset) out["nextCursor"] = std::to_string(*listed->next_offset);
   return out;
@@ -109,6 +140,13 @@ MethodResult resources_templates_list(MethodEnv& env, const json& params) {
   if (!cursor) return std::unexpected(RpcError{protocol::kInvalidParams, cursor.error().message});
   if (*cursor) return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown cursor '" + **cursor + "'"});
   json templates = json::array();
+  if (env.server.traces)
+    templates.push_back({{"uriTemplate", std::string(kTracePrefix) + "{id}"},
+                         {"name", "trace"},
+                         {"title", "Trace of a run"},
+                         {"description", "The record of one exec, verify or publish (as trace_get returns it); "
+                                         "subscribe to hear as a running one's output grows and when it ends"},
+                         {"mimeType", "application/json"}});
   if (auto ws = env.state.current()) {
     templates.push_back({{"uriTemplate", template_uri(*ws)},
                          {"name", "workspace-file"},
@@ -121,6 +159,11 @@ MethodResult resources_templates_list(MethodEnv& env, const json& params) {
 MethodResult resources_read(MethodEnv& env, const json& params) {
   auto p = protocol::decode_read_resource(params);
   if (!p) return std::unexpected(RpcError{protocol::kInvalidParams, p.error().message});
+  if (is_trace_uri(p->uri)) {
+    auto doc = trace_resource(env, p->uri);
+    if (!doc) return std::unexpected(doc.error());
+    return json{{"contents", json::array({{{"uri", p->uri}, {"mimeType", "application/json"}, {"text", doc->dump(2)}}})}};
+  }
   auto target = resolve_uri(env, p->uri);
   if (!target) return std::unexpected(target.error());
   auto fd = target->ws->root->open(target->rel, O_RDONLY);
@@ -169,6 +212,12 @@ MethodResult resources_read(MethodEnv& env, const json& params) {
 MethodResult resources_subscribe(MethodEnv& env, const json& params) {
   auto p = protocol::decode_read_resource(params);
   if (!p) return std::unexpected(RpcError{protocol::kInvalidParams, p.error().message});
+  if (is_trace_uri(p->uri)) {
+    auto doc = trace_resource(env, p->uri);
+    if (!doc) return std::unexpected(doc.error());
+    env.set_subscription(p->uri, true);
+    return json::object();
+  }
   auto target = resolve_uri(env, p->uri);
   if (!target) return std::unexpected(target.error());
   env.set_subscription(p->uri, true);

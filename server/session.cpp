@@ -1,6 +1,7 @@
 // The MCP session: lifecycle, dispatch, exactly-one-reply bookkeeping, cancellation, progress,
 // logging and server-to-client requests. Tool and resource logic lives in the mcp_*.cpp files.
 #include "server/session.h"
+#include "server/trace_hub.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -67,6 +68,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
   json client_capabilities = json::object();
   std::atomic<int> log_rank{-1};  // -1: the client has not asked for logs
   int log_sink_id = -1;
+  int trace_listener = -1;
 
   std::mutex inflight_mu;
   std::condition_variable inflight_cv;
@@ -368,10 +370,16 @@ Session::Session(ServerContext& server, std::shared_ptr<Outbound> out)
   impl_->log_sink_id = add_client_log_sink([weak](std::string_view level, std::string_view text) {
     if (auto s = weak.lock()) s->log_to_client(level, "kiln", text);
   });
+  if (server.trace_hub) {
+    impl_->trace_listener = server.trace_hub->listen([weak](const std::string& trace_id) {
+      if (auto s = weak.lock()) s->resource_updated("kiln://trace/" + trace_id);
+    });
+  }
 }
 
 Session::~Session() {
   remove_client_log_sink(impl_->log_sink_id);
+  if (impl_->server.trace_hub) impl_->server.trace_hub->unlisten(impl_->trace_listener);
   impl_->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
   if (impl_->pool_) {
     impl_->pool_->stop();

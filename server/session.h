@@ -15,7 +15,11 @@
 namespace kiln::workspace { class StateStore; }
 namespace kiln::sandbox { class SandboxManager; }
 
+namespace kiln::traces { class TraceStore; }
+
 namespace kiln::server {
+
+class TraceHub;
 
 class ToolRegistry;
 
@@ -39,6 +43,8 @@ struct ServerContext {
   const ToolRegistry& tools;
   ServerOptions options;
   sandbox::SandboxManager* sandboxes = nullptr;  // runs sandboxed commands; null in tests without it
+  traces::TraceStore* traces = nullptr;          // run records; null in tests without it
+  TraceHub* trace_hub = nullptr;                 // "trace changed" fan-out to subscribed sessions
 };
 
 class Session {

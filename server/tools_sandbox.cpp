@@ -9,6 +9,7 @@
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
+#include "server/run_tracing.h"
 #include "server/session_state.h"
 #include "server/tool_registry.h"
 #include "server/tools.h"
@@ -67,6 +68,16 @@ Result<std::string> resolve_cwd(const std::string& root, const json& args) {
   return s;
 }
 
+}  // namespace
+
+json client_json(const CallContext& ctx) {
+  if (!ctx.session) return nullptr;
+  auto c = ctx.session->client();
+  return json{{"name", c.name}, {"version", c.version}};
+}
+
+namespace {
+
 Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
@@ -112,7 +123,7 @@ std::string describe_stop(const sbx::ExecResult& r) {
   return "ended";
 }
 
-Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
+Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTracer* tracer, const json& args) {
   const std::string sandbox_id = args.value("sandbox_id", "");
   std::optional<sbx::SandboxPolicy> fresh;
   std::string root;
@@ -165,12 +176,39 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, const 
   const bool background = args.value("background", false);
   const sbx::SandboxPolicy* fp = fresh ? &*fresh : nullptr;
 
+  // The trace is written before the command starts, so even a server killed mid-run leaves a
+  // record (marked interrupted at the next start).
+  std::string trace_id;
+  if (tracer) {
+    ExecTraceInfo info;
+    auto policy = fresh ? std::optional<sbx::SandboxPolicy>(*fresh) : m.policy_of(sandbox_id);
+    info.workspace_id = policy ? policy->workspace_id : std::string();
+    info.client = client_json(ctx);
+    if (policy) info.policy = policy_json(*policy);
+    auto id = tracer->attach(req, info);
+    if (!id) return fail(id.error().code, "could not record the run's trace: " + id.error().message);
+    trace_id = *id;
+  }
+  // A run that never started (no sandbox, refused request) still ends its trace, as an error.
+  auto end_trace_on_error = [&](const Error& e) {
+    if (trace_id.empty()) return;
+    traces::TraceFinish f;
+    f.status = "error";
+    f.stop_reason = "setup_failed";
+    f.error = m.redact(e.message);
+    if (tracer->store().finish(trace_id, f)) tracer->changed(trace_id);
+  };
+
   if (background) {
     auto r = m.start(sandbox_id, fp, std::move(req), ctx.stop);
-    if (!r) return std::unexpected(r.error());
+    if (!r) {
+      end_trace_on_error(r.error());
+      return std::unexpected(r.error());
+    }
     json out = {{"run_id", r->run_id}, {"sandbox_id", r->sandbox_id}, {"background", true}, {"pid", r->pid},
                 {"cwd", *cwd}, {"isolation", r->isolation},
-                {"trace_uri", "kiln://trace/" + r->run_id},
+                {"trace_id", trace_id.empty() ? json(nullptr) : json(trace_id)},
+                {"trace_uri", trace_id.empty() ? json(nullptr) : json(trace_uri(trace_id))},
                 {"how_to_page", fmt::format("process_output {{\"run_id\": \"{}\", \"wait_ms\": 5000}} follows its "
                                             "output; process_input writes its stdin; process_kill stops it",
                                             r->run_id)}};
@@ -186,7 +224,10 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, const 
     };
   }
   auto r = m.exec(sandbox_id, fp, std::move(req), ctx.stop, std::move(observer));
-  if (!r) return std::unexpected(r.error());
+  if (!r) {
+    end_trace_on_error(r.error());
+    return std::unexpected(r.error());
+  }
   json out = {{"run_id", r->run_id},
               {"sandbox_id", r->sandbox_id},
               {"background", false},
@@ -209,7 +250,8 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, const 
               {"cpu_sys_ms", r->sys_ms},
               {"cwd", *cwd},
               {"isolation", r->isolation},
-              {"trace_uri", "kiln://trace/" + r->run_id}};
+              {"trace_id", trace_id.empty() ? json(nullptr) : json(trace_id)},
+              {"trace_uri", trace_id.empty() ? json(nullptr) : json(trace_uri(trace_id))}};
   if (r->signal) out["signal_name"] = sbx::signal_name(r->signal);
   if (!r->peak_memory_source.empty()) out["peak_memory_source"] = r->peak_memory_source;
   if (r->out.truncated || r->err.truncated)
@@ -254,9 +296,11 @@ Result<ToolOutput> sandbox_destroy(CallContext&, sbx::SandboxManager& m, const j
 
 }  // namespace
 
-void register_sandbox_tools(ToolRegistry& registry, sbx::SandboxManager& m) {
+void register_sandbox_tools(ToolRegistry& registry, sbx::SandboxManager& m, RunTracer* tracer) {
   registry.add("sandbox_create", redacting(m, sandbox_create));
-  registry.add("sandbox_exec", redacting(m, sandbox_exec));
+  registry.add("sandbox_exec", redacting(m, [tracer](CallContext& ctx, sbx::SandboxManager& mm, const json& args) {
+                 return sandbox_exec(ctx, mm, tracer, args);
+               }));
   registry.add("sandbox_list", redacting(m, sandbox_list));
   registry.add("sandbox_destroy", redacting(m, sandbox_destroy));
   register_process_tools(registry, m);

@@ -15,9 +15,12 @@
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
+#include "server/run_tracing.h"
 #include "server/tools.h"
 #include "server/workspace_opening.h"
+#include "traces/trace_store.h"
 #include "workspace/root.h"
+#include "workspace/state_store.h"
 
 namespace kiln::server {
 
@@ -121,8 +124,26 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   }
   if (!env.empty()) in.args["env"] = env;
   if (!o.secrets.empty()) in.args["secrets"] = o.secrets;
+  // The run is recorded like an agent's: a trace under the folder's workspace record.
+  auto state = workspace::StateStore::open(state_dir);
+  if (!state) {
+    std::fprintf(stderr, "kiln run: %s\n", state.error().message.c_str());
+    return 125;
+  }
+  bool created = false;
+  auto ws_rec = (*state)->open_workspace(root->path(), "", &created);
+  if (!ws_rec) {
+    std::fprintf(stderr, "kiln run: %s\n", ws_rec.error().message.c_str());
+    return 125;
+  }
+  auto trace_store = traces::TraceStore::open(state_dir);
+  if (!trace_store) {
+    std::fprintf(stderr, "kiln run: %s\n", trace_store.error().message.c_str());
+    return 125;
+  }
+  RunTracer tracer(**trace_store, nullptr, &m);
   in.workspace_root = root->path();
-  in.workspace_id = "cli";
+  in.workspace_id = ws_rec->id;
   auto policy = sbx::make_policy(in);
   if (policy) {
     if (auto ok = m.finalize_policy(*policy); !ok) policy = std::unexpected(ok.error());
@@ -143,14 +164,28 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   req.cwd = (cwd_s == root->path() || cwd_s.starts_with(root->path() + "/")) ? cwd_s : root->path();
   req.tail_bytes = 0;
   req.live_output = [](bool is_err, std::string_view chunk) { write_all(is_err ? 2 : 1, chunk); };
+  ExecTraceInfo info;
+  info.workspace_id = ws_rec->id;
+  info.client = json{{"name", "kiln run"}, {"version", KILN_VERSION}};
+  info.policy = policy_json(*policy);
+  auto trace_id = tracer.attach(req, info);
+  if (!trace_id) {
+    std::fprintf(stderr, "kiln run: could not record the run's trace: %s\n", trace_id.error().message.c_str());
+    return 125;
+  }
   auto r = m.exec("", &*policy, std::move(req), stop.get_token());
   if (!r) {
+    traces::TraceFinish f;
+    f.status = "error";
+    f.stop_reason = "setup_failed";
+    f.error = m.redact(r.error().message);
+    (void)tracer.store().finish(*trace_id, f);
     std::fprintf(stderr, "kiln run: %s\n", m.redact(r.error().message).c_str());
     return r.error().code == Errc::cancelled ? 130 : 125;
   }
   if (!r->warning.empty()) std::fprintf(stderr, "kiln run: WARNING: %s\n", r->warning.c_str());
   if (o.verbose) {
-    json rep = {{"run_id", r->run_id}, {"stop_reason", sbx::to_string(r->stop_reason)}, {"exit_code", r->exit_code ? json(*r->exit_code) : json(nullptr)},
+    json rep = {{"run_id", r->run_id}, {"trace_id", *trace_id}, {"stop_reason", sbx::to_string(r->stop_reason)}, {"exit_code", r->exit_code ? json(*r->exit_code) : json(nullptr)},
                 {"signal", r->signal}, {"duration_ms", r->duration_precise_ms}, {"limits_hit", r->limits_hit},
                 {"peak_memory_bytes", r->peak_memory_bytes ? json(*r->peak_memory_bytes) : json(nullptr)},
                 {"cpu_user_ms", r->user_ms}, {"cpu_sys_ms", r->sys_ms}, {"isolation", r->isolation}};

@@ -18,6 +18,9 @@ ToolHandler redacting(sandbox::SandboxManager& m, F f) {
   };
 }
 
+// {name, version} of the session's client (from initialize), for trace records.
+nlohmann::json client_json(const CallContext& ctx);
+
 void register_process_tools(ToolRegistry& registry, sandbox::SandboxManager& m);
 
 }  // namespace kiln::server

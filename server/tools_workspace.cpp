@@ -6,6 +6,7 @@
 #include "server/tool_registry.h"
 #include "server/tools.h"
 #include "server/workspace_opening.h"
+#include "traces/trace_store.h"
 #include "workspace/state_store.h"
 
 namespace kiln::server {
@@ -80,6 +81,25 @@ Result<ToolOutput> workspace_list(CallContext& ctx, const json&) {
 }
 
 sandbox::SandboxManager* g_sandboxes = nullptr;  // set at registration; outlives every session
+traces::TraceStore* g_traces = nullptr;
+
+// Counts of the workspace's traces by status, and its last verify in brief.
+void add_traces(json& out, const std::string& workspace_id) {
+  out["traces"] = {{"total", 0}};
+  out["last_verify"] = nullptr;
+  if (!g_traces) return;
+  if (auto c = g_traces->count(workspace_id)) out["traces"] = traces::to_json(*c);
+  traces::TraceQuery q;
+  q.workspace_id = workspace_id;
+  q.kind = "verify";
+  q.limit = 1;
+  if (auto page = g_traces->list(q); page && !page->records.empty()) {
+    const auto& v = page->records.front();
+    out["last_verify"] = {{"trace_id", v.id},          {"status", v.status},
+                          {"started_at", v.started_at}, {"ended_at", v.ended_at ? json(*v.ended_at) : json(nullptr)},
+                          {"tests", v.tests},          {"summary", v.result.is_object() ? v.result.value("summary", "") : ""}};
+  }
+}
 
 Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
   auto ws = ctx.session->workspace_for(args);
@@ -89,9 +109,10 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
   auto cur = ctx.session->current();
   json out = {{"id", (*ws)->id}, {"name", (*ws)->name}, {"root", (*ws)->root->path()},
               {"is_current", cur && cur->id == (*ws)->id},
-              // Artifacts and traces are recorded by later layers; none exist yet.
               {"sandboxes", g_sandboxes ? g_sandboxes->list((*ws)->id) : json::array()},
-              {"artifacts", json::array()}, {"traces", {{"total", 0}}}};
+              // Artifacts are recorded by the publish layer; none exist yet.
+              {"artifacts", json::array()}};
+  add_traces(out, (*ws)->id);
   if (*rec) {
     out["created_at"] = (*rec)->created_at;
     out["last_opened_at"] = (*rec)->last_opened_at;
@@ -102,8 +123,10 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
 
 }  // namespace
 
-void register_workspace_tools(ToolRegistry& registry, sandbox::SandboxManager* sandboxes) {
+void register_workspace_tools(ToolRegistry& registry, sandbox::SandboxManager* sandboxes,
+                              traces::TraceStore* trace_store) {
   g_sandboxes = sandboxes;
+  g_traces = trace_store;
   registry.add("workspace_open", workspace_open);
   registry.add("workspace_list", workspace_list);
   registry.add("workspace_info", workspace_info);

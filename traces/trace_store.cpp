@@ -271,7 +271,8 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   Stmt upd(db_,
            "UPDATE traces SET status = ?2, ended_at = ?3, duration_ms = ?4, exit_code = ?5, signal = ?6,"
            " stop_reason = ?7, resources = ?8, output = ?9, cleanup = ?10, tests = ?11,"
-           " result = COALESCE(?12, result), error = ?13 WHERE id = ?1 AND status = 'running'");
+           " result = COALESCE(?12, result), error = ?13, policy = COALESCE(?14, policy)"
+           " WHERE id = ?1 AND status = 'running'");
   if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
   upd.bind(1, id);
   upd.bind(2, f.status);
@@ -286,6 +287,7 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   upd.bind_json(11, f.tests);
   upd.bind_json(12, f.result);
   upd.bind(13, f.error);
+  upd.bind_json(14, f.policy);
   if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
   if (sqlite3_changes(db_) == 0) return fail(Errc::conflict, fmt::format("trace {} has already ended", id));
   return {};
@@ -305,6 +307,40 @@ Result<void> TraceStore::update_result(const std::string& id, const nlohmann::js
   if (!cur) return std::unexpected(cur.error());
   if (!*cur) return std::unexpected(not_found(id));
   return fail(Errc::conflict, fmt::format("trace {} has already ended ({})", id, (*cur)->status));
+}
+
+Result<void> TraceStore::set_tests(const std::string& id, const nlohmann::json& tests, const std::string& status,
+                                   const std::string& error) {
+  if (!one_of(status, {"pass", "fail", "error", "interrupted"}))
+    return fail(Errc::invalid_argument, fmt::format("a trace ends as pass, fail, error or interrupted, not '{}'", status));
+  std::lock_guard lock(mu_);
+  {
+    Stmt upd(db_,
+             "UPDATE traces SET tests = ?2, status = ?3, error = CASE WHEN ?4 = '' THEN error ELSE ?4 END"
+             " WHERE id = ?1 AND status != 'running'");
+    if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
+    upd.bind(1, id);
+    upd.bind_json(2, tests);
+    upd.bind(3, status);
+    upd.bind(4, error);
+    if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
+  }
+  if (sqlite3_changes(db_) == 1) return {};
+  auto cur = get_locked(id);
+  if (!cur) return std::unexpected(cur.error());
+  if (!*cur) return std::unexpected(not_found(id));
+  return fail(Errc::conflict, fmt::format("trace {} is still running", id));
+}
+
+Result<void> TraceStore::set_cleanup(const std::string& id, const nlohmann::json& cleanup) {
+  std::lock_guard lock(mu_);
+  Stmt upd(db_, "UPDATE traces SET cleanup = ?2 WHERE id = ?1");
+  if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
+  upd.bind(1, id);
+  upd.bind_json(2, cleanup);
+  if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
+  if (sqlite3_changes(db_) == 0) return std::unexpected(not_found(id));
+  return {};
 }
 
 Result<std::optional<TraceRecord>> TraceStore::get(const std::string& id) {

@@ -68,6 +68,8 @@ struct TraceFinish {
   nlohmann::json cleanup;
   nlohmann::json tests;
   nlohmann::json result;               // null keeps what update_result stored
+  nlohmann::json policy;               // null keeps the policy recorded at start (a fresh
+                                       // sandbox's isolation report is only known at the end)
   std::string error;
   std::optional<int64_t> duration_ms;  // a monotonic measurement; nullopt: from the timestamps
 };
@@ -136,6 +138,12 @@ class TraceStore {
   Result<void> finish(const std::string& id, const TraceFinish& f);
   // Replaces `result` of a running record (a verify's progress so far).
   Result<void> update_result(const std::string& id, const nlohmann::json& result);
+  // Attaches the parsed test report to an ended record (read after the run) and sets its status
+  // (a step that exited 0 with failed tests is "fail"); running records are refused.
+  Result<void> set_tests(const std::string& id, const nlohmann::json& tests, const std::string& status,
+                         const std::string& error = {});
+  // Records the clean-up of a run's sandbox, which may finish after the run's record ended.
+  Result<void> set_cleanup(const std::string& id, const nlohmann::json& cleanup);
   Result<std::optional<TraceRecord>> get(const std::string& id);
   Result<TracePage> list(const TraceQuery& q);
   Result<TraceCounts> count(const std::string& workspace_id);  // empty: every workspace

@@ -57,7 +57,8 @@ test('exec: true, false, exit code, stdout and stderr tails', { skip }, async ()
   assert.equal(t.stop_reason, 'exit');
   assert.equal(t.fresh_sandbox, true);
   assert.equal(t.isolation.level, 'strict');
-  assert.match(t.trace_uri, /^kiln:\/\/trace\/run_/);
+  assert.match(t.trace_uri, /^kiln:\/\/trace\/tr_[0-9a-f]{16}$/);
+  assert.equal(t.trace_uri, `kiln://trace/${t.trace_id}`);
   const f = await exec({ command: ['false'] });
   assert.equal(f.exit_code, 1);
   const r = await call('sandbox_exec', { command: 'echo out; echo err >&2; exit 7' });

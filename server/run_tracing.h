@@ -1,0 +1,60 @@
+// Every sandboxed run leaves a trace: this wires an ExecRequest so its output lands in the
+// trace's folder and its record is finished (and subscribers told) when the run ends. Used by
+// sandbox_exec, verify and `kiln run`.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "sandbox/manager.h"
+#include "sandbox/types.h"
+#include "traces/trace_store.h"
+
+namespace kiln::server {
+
+class TraceHub;
+
+// Who and under which policy: what the record says besides the command.
+struct ExecTraceInfo {
+  std::string workspace_id;
+  std::optional<std::string> parent_id;  // a verify step's verify
+  std::string name;                      // check name of a verify step
+  nlohmann::json client = nullptr;       // {name, version}
+  nlohmann::json policy = nullptr;       // from policy_json()
+};
+
+// network, isolation, limits, env names and secret names (never values).
+nlohmann::json policy_json(const sandbox::SandboxPolicy& p);
+
+// The status a finished exec gets in its trace: pass (exit 0), error (could not be set up or
+// was interrupted), fail (everything else).
+std::string trace_status_of(const sandbox::ExecResult& r);
+traces::TraceFinish trace_finish_of(const sandbox::ExecResult& r, const nlohmann::json& start_policy);
+
+class RunTracer {
+ public:
+  RunTracer(traces::TraceStore& store, TraceHub* hub, sandbox::SandboxManager* manager)
+      : store_(store), hub_(hub), manager_(manager) {}
+
+  traces::TraceStore& store() { return store_; }
+  TraceHub* hub() { return hub_; }
+
+  // Records `req` as a running exec trace and points its output and completion at the trace.
+  // Returns the trace id.
+  Result<std::string> attach(sandbox::ExecRequest& req, const ExecTraceInfo& info);
+
+  // Tells subscribers (resources/subscribe on kiln://trace/ID) that the record changed.
+  void changed(const std::string& trace_id) const;
+
+ private:
+  traces::TraceStore& store_;
+  TraceHub* hub_;
+  sandbox::SandboxManager* manager_;
+};
+
+std::string trace_uri(const std::string& trace_id);
+
+}  // namespace kiln::server
