@@ -1,7 +1,10 @@
 // `make demo`: a real agent session against `kiln mcp` through the official MCP SDK client. It
 // opens a temporary copy of examples/sample-project (the repo copy is never touched), looks around,
-// makes one edit and reads it back, printing a short transcript. The session is a list of steps so
-// later features (sandbox runs, verify, publish) are one more entry each.
+// makes one edit and reads it back, runs the tests in a sandbox, then does the fix-a-failing-test
+// loop: `verify` fails on the sample's deliberate bug (kebabCase does not lower-case), the failure
+// is read from the check's trace, `file_edit` fixes it and `verify` passes. It prints a short
+// transcript and exits non-zero if a step errors or a result is not what the step expects. The
+// session is a list of steps so later features (publish) are one more entry each.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -23,7 +26,38 @@ const repoBefore = fingerprint(sampleProject);
 const workspace = copySample('kiln-demo-');
 
 // A step: the tool, its arguments (built from what earlier steps learned), and a few lines that
-// show what came back. `note` says why an agent would make this call.
+// show what came back. `note` says why an agent would make this call. `show` calls `expect` for
+// what the step must find; a broken expectation stops the demo with a non-zero exit.
+class ExpectationFailed extends Error {}
+function expect(cond, what) {
+  if (!cond) throw new ExpectationFailed(what);
+}
+
+// The sample's deliberate bug (see examples/sample-project/README.md) and its one-line fix.
+const BUG = {
+  file: 'src/case.js',
+  test: 'kebabCase',
+  old_text: "  return words(text).join('-');",
+  new_text: "  return words(text).map((w) => w.toLowerCase()).join('-');",
+};
+const TESTS_TOTAL = 10;
+
+const runText = (run) => (Array.isArray(run) ? JSON.stringify(run) : run);
+function checkLines(checks) {
+  const out = [];
+  for (const c of checks) {
+    let line = `${c.name}: ${c.status}, exit ${c.exit_code ?? '-'} (${c.stop_reason ?? '-'}) in ${c.duration_ms ?? '-'} ms`;
+    if (c.tests) line += `; tests passed ${c.tests.passed}, failed ${c.tests.failed}, skipped ${c.tests.skipped}`;
+    if (c.error) line += `; error: ${c.error}`;
+    out.push(line);
+    for (const f of c.tests?.failures ?? []) {
+      const where = f.file ? `${f.file}${f.line != null ? ':' + f.line : ''}` : '(no file/line in the report)';
+      const msg = String(f.message ?? '').replace(/\s+/g, ' ').trim();
+      out.push(`  FAILED ${f.name} at ${where}`, `    ${msg.length > 110 ? msg.slice(0, 107) + '...' : msg}`);
+    }
+  }
+  return out;
+}
 const steps = [
   {
     note: 'open the project as a workspace',
@@ -31,8 +65,13 @@ const steps = [
     args: () => ({ path: workspace }),
     show: (r, ctx) => {
       ctx.workspaceId = r.id;
-      const verify = (r.config?.verify ?? []).map((v) => `${v.name}: ${v.run}`).join('; ') || 'none';
-      return [`workspace "${r.name}" (id ${r.id}), new: ${r.is_new}`, `verify steps from kiln.json: ${verify}`];
+      const checks = r.config?.verify ?? [];
+      expect(checks.some((v) => v.name === 'test' && v.report?.format === 'junit'), 'kiln.json has a "test" check with a junit report');
+      return [
+        `workspace "${r.name}" (id ${r.id}), new: ${r.is_new}`,
+        `verify checks from kiln.json:`,
+        ...indent(checks.map((v) => `${v.name}: ${runText(v.run)}${v.report ? `  [report: ${v.report.format} ${v.report.path}]` : ''}`)),
+      ];
     },
   },
   {
@@ -88,12 +127,16 @@ const steps = [
     show: (r) => [`lines from offset 8 (of ${r.total_lines}):`, ...indent(r.content.trimEnd().split('\n'))],
   },
   {
-    note: 'run the test suite inside a strict sandbox (no network, read-only system, workspace read-write)',
+    note: 'run the test suite inside a strict sandbox (no network, read-only system, workspace read-write); one test fails on purpose',
     tool: 'sandbox_exec',
     args: () => ({ command: 'node --test test/', timeout_s: 120 }),
     show: (r) => {
-      const tail = (r.stdout ?? '').trimEnd().split('\n').filter((l) => /^# (pass|fail|tests)/.test(l) || /^ℹ (pass|fail|tests)/.test(l));
-      return [`exit ${r.exit_code} (${r.stop_reason}) in ${r.duration_ms} ms`, ...indent(tail)];
+      const lines = (r.stdout ?? '').trimEnd().split('\n');
+      const tail = lines.filter((l) => /^# (pass|fail|tests) /.test(l) || /^ℹ (pass|fail|tests) /.test(l) || /^not ok /.test(l));
+      expect(r.exit_code === 1 && r.stop_reason === 'exit', `node --test exits 1 on the deliberate failure (got exit ${r.exit_code}, ${r.stop_reason})`);
+      expect(lines.some((l) => /^(# |ℹ )fail 1$/.test(l)) && lines.some((l) => l.startsWith(`not ok `) && l.endsWith(`- ${BUG.test}`)),
+        `exactly one failing test, ${BUG.test}`);
+      return [`exit ${r.exit_code} (${r.stop_reason}) in ${r.duration_ms} ms: the deliberate bug, as expected`, ...indent(tail)];
     },
   },
   {
@@ -104,6 +147,89 @@ const steps = [
       `${r.name} at ${r.root}, config from ${r.config_source ?? 'defaults'}`,
       `created ${r.created_at}; traces: ${r.traces?.total ?? 0}, sandboxes: ${r.sandboxes?.length ?? 0}, artifacts: ${r.artifacts?.length ?? 0}`,
     ],
+  },
+  {
+    note: "run the workspace's checks from kiln.json; the test check fails on the deliberate bug",
+    tool: 'verify',
+    args: () => ({}),
+    show: (r, ctx) => {
+      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
+      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      const test = r.checks.find((c) => c.name === 'test');
+      expect(r.status === 'fail', `verify status is fail (got ${r.status})`);
+      expect(r.checks.filter((c) => c.name !== 'test').every((c) => c.status === 'pass'), 'every check but "test" passes');
+      expect(test?.status === 'fail' && test.exit_code === 1, `the test check fails with exit 1 (got ${test?.status}, exit ${test?.exit_code})`);
+      expect(test.tests, 'the junit report of the test check was parsed (tests is not null)');
+      expect(test.tests.failed === 1 && test.tests.passed === TESTS_TOTAL - 1 && test.tests.skipped === 0,
+        `tests: ${TESTS_TOTAL - 1} passed, 1 failed, 0 skipped (got ${test.tests.passed}, ${test.tests.failed}, ${test.tests.skipped})`);
+      const f = test.tests.failures?.[0];
+      expect(test.tests.failures?.length === 1 && f.name === BUG.test, `the one failure is ${BUG.test} (got ${JSON.stringify(test.tests.failures)})`);
+      expect(/hello-Big-World/.test(f.message), `the failure message shows the wrong value 'hello-Big-World' (got ${JSON.stringify(f.message)})`);
+      expect(test.trace_id, 'the test check has a trace_id');
+      ctx.testTrace = test.trace_id;
+      return [];
+    },
+  },
+  {
+    note: "read the failing check's trace: what ran and how it ended",
+    tool: 'trace_get',
+    args: (ctx) => ({ trace_id: ctx.testTrace, tail_bytes: 256 }),
+    show: (r, ctx) => {
+      const t = r.trace;
+      expect(t.id === ctx.testTrace, `trace_get returns the trace asked for (got ${t.id})`);
+      expect(t.exit_code === 1, `the trace records exit 1 (got ${t.exit_code})`);
+      return [
+        `${t.kind} ${t.status}: ${runText(t.command)}`,
+        `exit ${t.exit_code} (${t.stop_reason}); tests ${t.tests ? `passed ${t.tests.passed}, failed ${t.tests.failed}` : 'not parsed'}; ${r.uri}`,
+        ...(r.how_to_page ? [`output: last ${Buffer.byteLength(r.stdout_tail ?? '')} bytes of stdout inline; ${r.how_to_page}`] : []),
+      ];
+    },
+  },
+  {
+    note: "find the assertion in the check's full output",
+    tool: 'trace_output',
+    args: (ctx) => ({ trace_id: ctx.testTrace, stream: 'stdout', grep: '✖|^not ok|AssertionError|actual:|expected:|case\\.test\\.js:\\d+', limit: 7 }),
+    show: (r) => {
+      const m = r.matches ?? [];
+      expect(m.some((x) => /AssertionError/.test(x.text)) && m.some((x) => /hello-Big-World/.test(x.text)),
+        'the output has the AssertionError with the wrong value hello-Big-World');
+      return [`${m.length} matching lines${r.eof ? '' : ' (more from next_offset ' + r.next_offset + ')'}:`, ...indent(m.map((x) => `${x.line_number}: ${x.text.trim()}`))];
+    },
+  },
+  {
+    note: 'read the function the failing test calls',
+    tool: 'file_read',
+    args: () => ({ path: BUG.file }),
+    show: (r, ctx) => {
+      ctx.caseSha = r.sha256;
+      const lines = r.content.split('\n');
+      const at = lines.findIndex((l) => l.startsWith('export function kebabCase'));
+      expect(at >= 0 && lines[at + 1] === BUG.old_text, `${BUG.file} still has the bug`);
+      return [`${BUG.file}, sha256 ${r.sha256.slice(0, 12)}...:`, ...indent(lines.slice(at, at + 3).map((l, i) => `${at + 1 + i}  ${l}`))];
+    },
+  },
+  {
+    note: 'fix it: words() keeps the case, so kebabCase must lower-case each word',
+    tool: 'file_edit',
+    args: (ctx) => ({ path: BUG.file, if_sha256: ctx.caseSha, edits: [{ old_text: BUG.old_text, new_text: BUG.new_text }] }),
+    show: (r) => {
+      expect(r.applied === true && r.replacements === 1, 'one replacement applied');
+      return [`${r.replacements} replacement; diff:`, ...indent(r.diff.trimEnd().split('\n'))];
+    },
+  },
+  {
+    note: 'verify again: every check must pass now',
+    tool: 'verify',
+    args: () => ({}),
+    show: (r) => {
+      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
+      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      const test = r.checks.find((c) => c.name === 'test');
+      expect(r.status === 'pass' && r.checks.every((c) => c.status === 'pass'), `verify status is pass with every check passing (got ${r.status})`);
+      expect(test?.tests?.passed === TESTS_TOTAL && test.tests.failed === 0 && (test.tests.failures ?? []).length === 0,
+        `all ${TESTS_TOTAL} tests pass (got ${JSON.stringify(test?.tests)})`);
+      return [];
+    },
   },
 ];
 
@@ -136,10 +262,16 @@ async function main() {
 
   const ctx = {};
   let failed = 0;
+  const available = new Set(tools.map((t) => t.name));
   for (const [i, step] of steps.entries()) {
     const args = step.args(ctx);
     console.log(`[${i + 1}] ${step.tool}  ${brief(args)}`);
     console.log(`    (${step.note})`);
+    if (!available.has(step.tool)) {
+      console.log(`    !! tool ${step.tool} not available in this build (${bin}): it lists no "${step.tool}" tool\n`);
+      failed++;
+      break;
+    }
     let result;
     try {
       result = await client.callTool({ name: step.tool, arguments: args });
@@ -153,7 +285,17 @@ async function main() {
       failed++;
       break;
     }
-    for (const line of step.show(result.structuredContent, ctx)) console.log(`    -> ${line}`);
+    let shown;
+    try {
+      shown = step.show(result.structuredContent, ctx);
+    } catch (e) {
+      if (!(e instanceof ExpectationFailed)) throw e;
+      console.log(`    !! unexpected result: expected ${e.message}`);
+      console.log(`    !! the tool said: ${result.content.map((c) => c.text).join(' ').slice(0, 400)}\n`);
+      failed++;
+      break;
+    }
+    for (const line of shown) console.log(`    -> ${line}`);
     console.log();
   }
   await session.close();

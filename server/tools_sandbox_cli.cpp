@@ -88,6 +88,24 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
     if (sigwait(&sigs, &sig) == 0) stop.request_stop();
   }).detach();
 
+  // The run is recorded like an agent's: a trace under the folder's workspace record. The stores
+  // are opened before the sandbox manager so they outlive its last clean-up callback.
+  auto state = workspace::StateStore::open(state_dir);
+  if (!state) {
+    std::fprintf(stderr, "kiln run: %s\n", state.error().message.c_str());
+    return 125;
+  }
+  bool created = false;
+  auto ws_rec = (*state)->open_workspace(root->path(), "", &created);
+  if (!ws_rec) {
+    std::fprintf(stderr, "kiln run: %s\n", ws_rec.error().message.c_str());
+    return 125;
+  }
+  auto trace_store = traces::TraceStore::open(state_dir);
+  if (!trace_store) {
+    std::fprintf(stderr, "kiln run: %s\n", trace_store.error().message.c_str());
+    return 125;
+  }
   sbx::ManagerOptions mo;
   mo.state_dir = state_dir;
   mo.helper_path = default_helper_path();
@@ -124,23 +142,6 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   }
   if (!env.empty()) in.args["env"] = env;
   if (!o.secrets.empty()) in.args["secrets"] = o.secrets;
-  // The run is recorded like an agent's: a trace under the folder's workspace record.
-  auto state = workspace::StateStore::open(state_dir);
-  if (!state) {
-    std::fprintf(stderr, "kiln run: %s\n", state.error().message.c_str());
-    return 125;
-  }
-  bool created = false;
-  auto ws_rec = (*state)->open_workspace(root->path(), "", &created);
-  if (!ws_rec) {
-    std::fprintf(stderr, "kiln run: %s\n", ws_rec.error().message.c_str());
-    return 125;
-  }
-  auto trace_store = traces::TraceStore::open(state_dir);
-  if (!trace_store) {
-    std::fprintf(stderr, "kiln run: %s\n", trace_store.error().message.c_str());
-    return 125;
-  }
   RunTracer tracer(**trace_store, nullptr, &m);
   in.workspace_root = root->path();
   in.workspace_id = ws_rec->id;

@@ -29,7 +29,14 @@ test('workspace_open a folder', async () => {
   assert.equal(r.name, 'sample-project');
   assert.equal(typeof r.id, 'string');
   assert.equal(r.is_new, true);
-  assert.deepEqual(r.config.verify, [{ name: 'test', run: 'node --test test/' }]);
+  assert.deepEqual(r.config.verify, [
+    { name: 'load', run: ['node', '--input-type=module', '-e', "import './src/index.js'"] },
+    {
+      name: 'test',
+      run: 'mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit --test-reporter-destination=reports/junit.xml test/',
+      report: { format: 'junit', path: 'reports/junit.xml' },
+    },
+  ]);
   assert.ok(r.created_at);
 });
 

@@ -54,7 +54,14 @@ test('workspace_open by path, then by name; workspace_list and workspace_info', 
 
     const info = structured(await call(s, 'workspace_info', { workspace: opened.id }));
     assert.equal(info.root, ws);
-    assert.deepEqual(info.config.verify, [{ name: 'test', run: 'node --test test/' }]);
+    assert.deepEqual(info.config.verify, [
+      { name: 'load', run: ['node', '--input-type=module', '-e', "import './src/index.js'"] },
+      {
+        name: 'test',
+        run: 'mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit --test-reporter-destination=reports/junit.xml test/',
+        report: { format: 'junit', path: 'reports/junit.xml' },
+      },
+    ]);
     const current = structured(await call(s, 'workspace_info', {}));
     assert.equal(current.root, ws, 'workspace_info defaults to the current workspace');
     const byNameInfo = structured(await call(s, 'workspace_info', { workspace: opened.name }));

@@ -15,7 +15,7 @@ export function camelCase(text) {
 }
 
 export function kebabCase(text) {
-  return words(text).map((w) => w.toLowerCase()).join('-');
+  return words(text).join('-');
 }
 
 export function titleCase(text) {
