@@ -113,7 +113,7 @@ async function crashRun(k2, home, mountsBefore) {
   assert.ok(await waitGone(`^sleep ${m}`), `processes left after kill -9 of the server: ${JSON.stringify(pgrep(`sleep ${m}`))}`);
   assert.ok(await waitFor(() => helpers.every((p) => !alive(p))), `helpers left: ${helpers.filter(alive)}`);
   assert.equal(mountLines((l) => /kiln/.test(l)).length, mountsBefore, 'host mount table changed');
-  crash = { home, sb: sb.sandbox_id, runs, cgBefore, m, killedAt: Date.now() };
+  crash = { home, ws: k2.ws, sb: sb.sandbox_id, runs, cgBefore, m, killedAt: Date.now() };
 }
 
 test('case 25: after a restart no cgroup or temp dir of the killed server is left', async (t) => {
@@ -150,7 +150,8 @@ test('case 25: after a restart no cgroup or temp dir of the killed server is lef
 
 test('case 25: after a restart the trace of the interrupted run says "interrupted"', async (t) => {
   assert.ok(crash, 'the kill -9 part ran');
-  const k3 = await startKiln({ home: crash.home });
+  // The same state directory and the same workspace: trace_list lists the current workspace's runs.
+  const k3 = await startKiln({ home: crash.home, workspace: crash.ws });
   try {
     if (!k3.tools.has('trace_list') && !k3.tools.has('trace_get')) {
       t.skip('Kiln has no trace_list/trace_get tool yet (traces land in a later issue)');
