@@ -110,6 +110,7 @@ const ManagerOptions& SandboxManager::options() const { return impl_->opt; }
 
 void SandboxManager::shutdown() {
   if (impl_->stopped.exchange(true)) return;
+  impl_->stop_spares();
   std::vector<std::string> ids;
   {
     std::lock_guard lock(impl_->mu);
@@ -523,6 +524,7 @@ json SandboxManager::list(const std::string& workspace_id) const {
   std::lock_guard lock(impl_->mu);
   auto now = Clock::now();
   for (const auto& [id, sb] : impl_->sandboxes) {
+    if (sb->spare) continue;  // warm and unused: not anyone's sandbox yet
     if (!workspace_id.empty() && sb->policy.workspace_id != workspace_id) continue;
     json procs = json::array();
     for (const auto& [rid, run] : impl_->runs) {
@@ -597,6 +599,7 @@ void SandboxManager::Impl::arm_reaper() {
       }
     }
     for (auto& sb : idle) retire_sandbox(sb, [](CleanupReport) {});
+    retire_old_spares();
     arm_reaper();
   });
 }

@@ -25,6 +25,7 @@ struct ManagerOptions {
   bool allow_unsandboxed = false;   // --allow-unsandboxed: isolation "none" permitted
   std::chrono::seconds idle_timeout{1800};
   bool cleanup_stale = true;        // remove leftovers of a crashed server at start
+  bool warm_spares = true;          // keep a fresh sandbox ready per recent policy (servers, not `kiln run`)
 };
 
 // Called on the waiting caller's thread, coalesced (~50 ms), with redacted text.

@@ -37,6 +37,9 @@ struct Sandbox {
   std::string id;
   SandboxPolicy policy;
   bool fresh = false;        // one exec, destroyed after it
+  bool spare = false;        // a warm fresh sandbox nobody has taken yet (under Impl::mu)
+  std::string spare_key;     // the policy fingerprint it was made for
+  std::optional<SandboxPolicy> respawn;  // fresh: the policy to warm the next spare with, once done
   bool unsandboxed = false;  // isolation "none": plain children, no helper
   std::shared_ptr<const Redactor> redactor;
   std::map<std::string, std::string> env;  // the full sandbox environment (secrets included)
@@ -122,6 +125,21 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   std::deque<std::string> finished_runs;  // oldest first, bounded
   Redactor all_secrets;
   std::atomic<bool> stopped{false};
+
+  // Warm spares (sandbox/spare_pool.cpp): after a fresh exec, the next fresh sandbox with the same
+  // policy is built in the background, so a fresh exec pays only for its command. Made on one
+  // long-lived thread, because a helper's parent-death signal follows the thread that forked it.
+  std::mutex spare_mu;
+  std::condition_variable_any spare_cv;
+  std::deque<SandboxPolicy> spare_jobs;        // under spare_mu
+  std::map<std::string, std::shared_ptr<Sandbox>> spares;  // by policy key, under mu
+  std::string spare_building;                 // key being built now, under mu
+  std::condition_variable spare_ready;        // with mu: a build ended
+  std::jthread spare_thread;
+  std::shared_ptr<Sandbox> take_spare(const SandboxPolicy& policy);
+  void want_spare(const SandboxPolicy& policy);
+  void stop_spares();
+  void retire_old_spares();
 
   // Runs `f` on the io thread and waits for its result.
   template <class F>

@@ -550,6 +550,7 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
       finished_runs.pop_front();
     }
   }
+  if (sb && sb->respawn) want_spare(*sb->respawn);
   if (sb && sb->fresh && !sb->closing) {
     auto cb = std::move(run->req.on_sandbox_cleanup);
     retire_sandbox(sb, [cb](CleanupReport r) {
@@ -627,7 +628,12 @@ Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const 
     return sb;
   }
   if (!fresh) return fail(Errc::invalid_argument, "no sandbox_id and no policy for a fresh sandbox");
-  return impl.make_sandbox(*fresh, true, stop);
+  auto sb = impl.take_spare(*fresh);
+  auto made = sb ? Result<std::shared_ptr<Sandbox>>(sb) : impl.make_sandbox(*fresh, true, stop);
+  // Once this exec is done (not now: building competes with it for the CPU), a spare is warmed
+  // for the next fresh exec with this policy.
+  if (made) (*made)->respawn = *fresh;
+  return made;
 }
 
 struct Launched {

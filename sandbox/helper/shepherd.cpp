@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/helper/control.h"
 #include "sandbox/helper/exec_child.h"
 #include "sandbox/helper/fd_util.h"
 
@@ -98,6 +100,36 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
     }
   }
   ::_exit(0);
+}
+
+void run_spare_shepherd(const SandboxContext& ctx, int job_fd, int report_fd) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::getppid() != 1) ::_exit(1);  // pid 1 died before the death signal was armed
+  ::prctl(PR_SET_NAME, "kiln-spare", 0, 0, 0);
+  const int keep[] = {job_fd, report_fd, ctx.landlock.fd};
+  close_fds_except(keep, 3);
+  ControlMessage msg;
+  for (;;) {
+    pollfd p{job_fd, POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0 && errno != EINTR) ::_exit(1);
+    RecvResult r = recv_control(job_fd, msg);
+    if (r == RecvResult::again) continue;
+    if (r != RecvResult::ok) ::_exit(0);
+    break;
+  }
+  ::close(job_fd);
+  ExecRequest req;
+  std::string err;
+  bool ok = false;
+  try {
+    ok = parse_exec(nlohmann::json::parse(msg.data), ctx.spec->workspace, req, err);
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  if (!ok || (msg.fds.size() != 3 && msg.fds.size() != 4)) ::_exit(1);  // pid 1 checked both already
+  for (int i = 0; i < 3; ++i) req.stdio[i] = msg.fds[static_cast<std::size_t>(i)];
+  if (msg.fds.size() == 4) req.cgroup_fd = msg.fds[3];
+  run_shepherd(req, ctx, report_fd);
 }
 
 }  // namespace kiln::helper

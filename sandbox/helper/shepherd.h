@@ -29,4 +29,9 @@ struct ShepherdReport {
 // Never returns: exits once the command and every process it left behind are gone.
 [[noreturn]] void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_fd);
 
+// A shepherd forked ahead of time, so an exec does not wait for pid 1's fork: it blocks on
+// `job_fd` for one exec request (the same JSON and fds pid 1 received, already validated there)
+// and then runs it as run_shepherd does. Exits if pid 1 closes `job_fd` first.
+[[noreturn]] void run_spare_shepherd(const SandboxContext& ctx, int job_fd, int report_fd);
+
 }  // namespace kiln::helper

@@ -54,6 +54,8 @@ class Supervisor {
   void start_exec(const nlohmann::json& j, ControlMessage& msg);
   void kill_exec(const nlohmann::json& j);
   void reap();
+  void fork_spare();
+  bool hand_to_spare(const ControlMessage& msg, ExecRecord& rec);
   void meter();
   void meter_memory();
   bool metering() const;
@@ -67,6 +69,11 @@ class Supervisor {
   int control_;
   ControlOut out_;
   int sigfd_ = -1;
+  // The pre-forked shepherd for the next exec (see run_spare_shepherd); -1 when there is none.
+  pid_t spare_pid_ = -1;
+  int spare_job_fd_ = -1;
+  int spare_report_fd_ = -1;
+  bool want_spare_ = true;
   std::int64_t last_meter_ms_ = 0;
   std::map<std::string, ExecRecord> execs_;  // keyed by the id's JSON text
 };
@@ -117,7 +124,72 @@ void Supervisor::run() {
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) on_control();
     if (!out_.flush()) shutdown(0);
+    // Only once the replies are out: the fork then overlaps with kiln reading them.
+    if (want_spare_ && spare_pid_ < 0) fork_spare();
   }
+}
+
+void Supervisor::fork_spare() {
+  want_spare_ = false;
+  int sp[2], rp[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return;
+  if (::pipe2(rp, O_CLOEXEC) != 0) {
+    ::close(sp[0]);
+    ::close(sp[1]);
+    return;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(sp[0]);
+    ::close(rp[0]);
+    run_spare_shepherd(ctx_, sp[1], rp[1]);
+  }
+  ::close(sp[1]);
+  ::close(rp[1]);
+  if (pid < 0) {
+    ::close(sp[0]);
+    ::close(rp[0]);
+    return;
+  }
+  ::fcntl(rp[0], F_SETFL, O_NONBLOCK);
+  spare_pid_ = pid;
+  spare_job_fd_ = sp[0];
+  spare_report_fd_ = rp[0];
+}
+
+// Sends the request and its fds to the waiting spare; on success `rec` takes its pid and pipe.
+bool Supervisor::hand_to_spare(const ControlMessage& msg, ExecRecord& rec) {
+  if (spare_pid_ < 0) return false;
+  alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int) * 4)] = {};
+  iovec iov{const_cast<char*>(msg.data.data()), msg.data.size()};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = buf;
+  mh.msg_controllen = CMSG_SPACE(sizeof(int) * msg.fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * msg.fds.size());
+  std::memcpy(CMSG_DATA(c), msg.fds.data(), sizeof(int) * msg.fds.size());
+  ssize_t n;
+  do {
+    n = ::sendmsg(spare_job_fd_, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  ::close(spare_job_fd_);  // either way: a spare takes one job, and an unsent one makes it exit
+  spare_job_fd_ = -1;
+  if (n != static_cast<ssize_t>(msg.data.size())) {
+    ::close(spare_report_fd_);
+    spare_report_fd_ = -1;
+    ::kill(spare_pid_, SIGKILL);  // reaped like any child; its pid no longer names a spare
+    spare_pid_ = -1;
+    return false;
+  }
+  rec.shepherd = spare_pid_;
+  rec.report_fd = spare_report_fd_;
+  spare_pid_ = -1;
+  spare_report_fd_ = -1;
+  return true;
 }
 
 void Supervisor::on_control() {
@@ -177,6 +249,18 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
                   std::to_string(msg.fds.size()));
   std::string err;
   if (!parse_exec(j, ctx_.spec->workspace, req, err)) return reject(err);
+  {
+    ExecRecord rec;
+    rec.id = req.id;
+    rec.cpu_budget_ms = req.cpu_budget_ms;
+    rec.memory_budget_mb = req.memory_budget_mb;
+    if (hand_to_spare(msg, rec)) {
+      for (int f : msg.fds) ::close(f);  // the spare has its own copies now
+      msg.fds.clear();
+      execs_.emplace(key, std::move(rec));
+      return;
+    }
+  }
   for (int i = 0; i < 3; ++i) req.stdio[i] = msg.fds[static_cast<std::size_t>(i)];
   if (msg.fds.size() == 4) req.cgroup_fd = msg.fds[3];
   msg.fds.clear();
@@ -317,6 +401,12 @@ void Supervisor::reap() {
     struct rusage ru {};
     pid_t pid = ::wait4(-1, &status, WNOHANG, &ru);
     if (pid <= 0) return;
+    if (pid == spare_pid_) {  // killed from inside (kill -9 -1): forked again after the next exec
+      ::close(spare_job_fd_);
+      ::close(spare_report_fd_);
+      spare_pid_ = spare_job_fd_ = spare_report_fd_ = -1;
+      continue;
+    }
     // Reports still in the pipes may name this pid (a command's `forked` report).
     for (auto& [key, rec] : execs_)
       if (rec.report_fd >= 0) read_reports(rec);
@@ -357,6 +447,7 @@ void Supervisor::send_started(ExecRecord& rec) {
 }
 
 void Supervisor::send_exited(const ExecRecord& rec, int st, timeval user, timeval sys, long maxrss_kb) {
+  want_spare_ = true;
   int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + sig;
   auto ms = [](timeval t) { return static_cast<std::int64_t>(t.tv_sec) * 1000 + t.tv_usec / 1000; };
