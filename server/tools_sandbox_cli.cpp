@@ -110,6 +110,7 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   mo.state_dir = state_dir;
   mo.helper_path = default_helper_path();
   mo.allow_unsandboxed = o.allow_unsandboxed;
+  mo.warm_spares = false;  // one run and out: a spare would never be used
   sbx::SandboxManager m(mo);
 
   if (auto ok = sbx::check_workspace_root(root->path(), state_dir); !ok) {
