@@ -202,7 +202,7 @@ std::string trace_text(const TraceRecord& r, const std::vector<TraceRecord>& ste
   if (r.exit_code) how = fmt::format("exit code {}", *r.exit_code);
   if (r.signal) how += fmt::format("{}signal {}", how.empty() ? "" : ", ", *r.signal);
   if (!r.stop_reason.empty()) how += fmt::format("{}stop reason {}", how.empty() ? "" : ", ", r.stop_reason);
-  line("ended by", how);
+  line("outcome", how);
   line("error", r.error);
   if (r.resources.is_object()) {
     std::string res;
@@ -254,7 +254,6 @@ std::string trace_text(const TraceRecord& r, const std::vector<TraceRecord>& ste
 
 TracesCommand::TracesCommand(CLI::App& app, std::string& state_dir) {
   traces_ = app.add_subcommand("traces", "Read the traces of past runs (no server needed)");
-  traces_->require_subcommand(1);
   traces_->add_option("--state-dir", state_dir, "State directory");
 
   list_ = traces_->add_subcommand("list", "Traces, newest first");
@@ -394,7 +393,8 @@ int TracesCommand::export_otlp(const std::string& state_dir) {
   f << text;
   f.close();
   if (!f) return report(Error{Errc::io, fmt::format("cannot write {}", output_file_)});
-  std::fprintf(stderr, "kiln: wrote %s (%zu spans)\n", output_file_.c_str(), children->size() + 1);
+  const size_t spans = children->size() + 1;
+  std::fprintf(stderr, "kiln: wrote %s (%zu span%s)\n", output_file_.c_str(), spans, spans == 1 ? "" : "s");
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sandbox/manager.h"
+#include "server/cli_traces.h"
 #include "server/logging.h"
 #include "server/session.h"
 #include "server/stdio_transport.h"
@@ -98,10 +99,13 @@ int main(int argc, char** argv) {
   secret->add_subcommand("list", "List stored secret names (never values)");
   secret->add_option("--state-dir", state_dir, "State directory");
 
+  kiln::server::TracesCommand traces_cmd(app, state_dir);
+
   CLI11_PARSE(app, argc, argv);
 
   kiln::server::init_logging(log_level);
   if (state_dir.empty()) state_dir = kiln::workspace::default_state_dir();
+  if (traces_cmd.parsed()) return traces_cmd.run(state_dir);
 
   if (run->parsed() || secret->parsed() || verify->parsed()) {
     auto store = kiln::workspace::StateStore::open(state_dir);  // makes the state dir (0700)

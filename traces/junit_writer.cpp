@@ -154,6 +154,9 @@ void add_testcase(pugi::xml_node suite, const json& check, Counts& counts) {
 
 std::string verify_to_junit(const json& verify_result) {
   pugi::xml_document doc;
+  auto decl = doc.append_child(pugi::node_declaration);
+  decl.append_attribute("version").set_value("1.0");
+  decl.append_attribute("encoding").set_value("UTF-8");
   auto suite = doc.append_child("testsuite");
   suite.append_attribute("name").set_value("kiln verify");
 

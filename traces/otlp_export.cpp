@@ -78,6 +78,8 @@ std::string span_name(const TraceRecord& r) {
   const std::string& what = r.name.empty() ? r.command : r.name;
   std::string kind = r.kind.empty() ? "run" : r.kind;
   if (what.empty()) return kind;
+  // A verify's command already reads "verify: build, test".
+  if (what.starts_with(kind)) return detail::clip_text(what, kMaxSpanNameBytes);
   return detail::clip_text(fmt::format("{} {}", kind, what), kMaxSpanNameBytes);
 }
 
@@ -99,6 +101,16 @@ std::string status_message(const TraceRecord& r) {
   if (r.exit_code) parts.push_back(fmt::format("exit code {}", *r.exit_code));
   if (r.signal) parts.push_back(fmt::format("signal {}", *r.signal));
   if (int64_t n = failed_tests(r); n > 0) parts.push_back(fmt::format("{} test{} failed", n, n == 1 ? "" : "s"));
+  // A verify ends with exit code null: which checks did not pass is what says why.
+  if (r.result.is_object() && r.result.contains("checks") && r.result["checks"].is_array()) {
+    std::string bad;
+    for (const auto& c : r.result["checks"]) {
+      if (!c.is_object() || !c.contains("status") || c["status"] == "pass") continue;
+      auto str = [&](const char* key) { return c.contains(key) && c[key].is_string() ? c[key].get<std::string>() : "?"; };
+      bad += fmt::format("{}{} ({})", bad.empty() ? "" : ", ", str("name"), str("status"));
+    }
+    if (!bad.empty()) parts.push_back("checks not passed: " + bad);
+  }
   if (parts.empty()) return r.status;
   std::string out = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) out += "; " + parts[i];
