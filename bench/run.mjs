@@ -7,8 +7,11 @@
 //   - sandbox start-up for /bin/true: sandbox_exec through an MCP session (official SDK client) in a
 //     fresh strict sandbox and in a session sandbox, against fork/exec, `unshare -Urmnp`, two bwrap
 //     setups and Anthropic's `srt` CLI (@anthropic-ai/sandbox-runtime, from bench/node_modules)
+//   - static serving: `kiln serve` vs nginx under wrk, small and 1 MB files, public and protected
+//     (bench/serve.mjs)
 // Environment: KILN_BIN (the binary), KILN_BUILD (build folder for the tree), BENCH_QUICK=1 for
-// fewer repetitions, BENCH_ONLY=sandbox to take only the sandbox figures (no REPORT.md written).
+// fewer repetitions, BENCH_ONLY=sandbox or BENCH_ONLY=serve to take only those figures (no
+// REPORT.md written).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { connectClient, copySample, generateTree, kilnBin, RawServer, tempDir } from '../tests/lib/kiln.mjs';
+import { serveBench, serveTable, SERVE_TARGET } from './serve.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const buildDir = process.env.KILN_BUILD ?? path.join(benchDir, '..', 'build');
@@ -325,6 +329,12 @@ async function main() {
   const bwrapVersion = spawnSync('bwrap', ['--version'], { encoding: 'utf8' }).stdout?.trim() || 'bwrap missing';
   console.log(`sandbox peers: ${bwrapVersion}, srt ${srtVersion ?? 'missing'}, ${spawnSync('unshare', ['--version'], { encoding: 'utf8' }).stdout?.trim() || 'unshare missing'}\n`);
 
+  if (ONLY === 'serve') {
+    const sv = serveTable(await serveBench({ quick }));
+    printTable(sv.header, sv.table);
+    for (const n of sv.notes) console.log(`note: ${n}`);
+    return;
+  }
   if (ONLY === 'sandbox') {
     const sb = sandboxTable(await sandboxStartup(ws));
     printTable(sb.header, sb.table);
@@ -353,6 +363,7 @@ async function main() {
 
   const sbRaw = await sandboxStartup(ws);
   const sb = sandboxTable(sbRaw);
+  const sv = serveTable(await serveBench({ quick }));
 
   const header = ['figure', 'kiln', 'peer', 'ratio kiln/peer', 'target'];
   const table = rows.map((r) => [
@@ -365,6 +376,9 @@ async function main() {
   console.log('\nsandbox start-up, /bin/true (interleaved rounds, medians):');
   printTable(sb.header, sb.table);
   for (const n of sb.notes) console.log(`note: ${n}`);
+  console.log('\nstatic serving, kiln serve vs nginx on loopback:');
+  printTable(sv.header, sv.table);
+  for (const n of sv.notes) console.log(`note: ${n}`);
 
   const md = [
     '# Kiln benchmark report',
@@ -409,6 +423,15 @@ async function main() {
     '  srt runs with a settings file equal to its built-in defaults (no network, no reads denied) plus',
     '  the workspace writable; its per-run `/tmp/srt-mux-*.sock` leftovers are removed after the run.',
     `  Targets: fresh strict sandbox < ${SB_TARGETS.fresh} ms, session-sandbox exec < ${SB_TARGETS.session} ms (median round trip).`,
+    '',
+    '## Static serving: `kiln serve` vs nginx',
+    '',
+    ...mdTable(sv.header, sv.table),
+    '',
+    ...sv.notes.map((n) => `- ${n}`),
+    `- Files published through the MCP \`publish\` tool (which starts the daemon); nginx serves the same bytes`,
+    `  from a temp web root on another loopback port. wrk shares the machine's cores with the server it drives.`,
+    `  Target: kiln at least ${SERVE_TARGET}x nginx's requests per second on the public rows.`,
     '',
   ].join('\n');
   fs.writeFileSync(path.join(benchDir, 'REPORT.md'), md);

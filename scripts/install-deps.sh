@@ -8,11 +8,14 @@ set -euo pipefail
 bench=0
 [[ ${1:-} == --bench ]] && bench=1
 
+# chromium: the browser test of the artifact server's login page (driven by playwright-core).
 packages=(cmake ninja-build g++ pkg-config ccache nlohmann-json3-dev libboost1.81-dev libspdlog-dev
-          doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev libpugixml-dev ripgrep python3)
+          doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev libpugixml-dev ripgrep python3
+          chromium)
 
-# Benchmark peers only: bubblewrap (bwrap), and socat, which the srt CLI needs next to bwrap on Linux.
-bench_packages=(bubblewrap socat)
+# Benchmark peers only: bubblewrap (bwrap), and socat, which the srt CLI needs next to bwrap on Linux;
+# nginx and wrk for the static-serving comparison with `kiln serve`.
+bench_packages=(bubblewrap socat nginx wrk)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

@@ -1,12 +1,15 @@
 // The `kiln` command line: `kiln mcp` (the MCP server on stdio), `kiln run` (a command in the
-// sandbox), `kiln secret`, and as later layers land `kiln verify`, `kiln serve`, `kiln publish`.
+// sandbox), `kiln secret`, `kiln serve` (published artifacts over HTTP), and as later layers land `kiln publish`.
 #include <cstdio>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "artifacts/artifact_store.h"
 #include "sandbox/manager.h"
+#include "server/cli_publish.h"
+#include "server/cli_serve.h"
 #include "server/cli_traces.h"
 #include "server/logging.h"
 #include "server/session.h"
@@ -14,6 +17,7 @@
 #include "server/tool_registry.h"
 #include "server/run_tracing.h"
 #include "server/tools.h"
+#include "server/tools_publish.h"
 #include "server/trace_hub.h"
 #include "traces/trace_store.h"
 #include "workspace/state_store.h"
@@ -21,12 +25,13 @@
 namespace {
 
 void fill_registry(kiln::server::ToolRegistry& registry, kiln::sandbox::SandboxManager& sandboxes,
-                   kiln::server::RunTracer* tracer) {
+                   kiln::server::RunTracer* tracer, kiln::artifacts::ArtifactStore* artifacts) {
   kiln::server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr);
   kiln::server::register_file_tools(registry);
   kiln::server::register_search_tools(registry);
   kiln::server::register_sandbox_tools(registry, sandboxes, tracer);
   if (tracer) kiln::server::register_trace_tools(registry, *tracer, sandboxes);
+  if (tracer && artifacts) kiln::server::register_publish_tools(registry, *tracer, *artifacts);
   registry.check_complete();
 }
 
@@ -99,13 +104,28 @@ int main(int argc, char** argv) {
   secret->add_subcommand("list", "List stored secret names (never values)");
   secret->add_option("--state-dir", state_dir, "State directory");
 
+  kiln::server::ServeOptions serve_opts;
+  auto* serve = app.add_subcommand("serve", "Serve published artifacts over HTTP at /a/NAME/ (kiln publish starts one as needed)");
+  serve->add_option("--listen", serve_opts.listen, "HOST:PORT to listen on (default 127.0.0.1:7700; port 0 picks a free one)");
+  serve->add_flag("--daemon", serve_opts.daemon, "Run as the state directory's background server (log to <state>/serve.log)");
+  serve->add_option("--token-file", serve_opts.token_file, "Bearer tokens for MCP over HTTP (reserved)");
+  serve->add_option("--state-dir", state_dir, "State directory");
+  serve->add_option("--log-level", log_level, "Log level")
+      ->check(CLI::IsMember({"debug", "info", "notice", "warning", "error", "critical", "off"}));
+
   kiln::server::TracesCommand traces_cmd(app, state_dir);
+  kiln::server::PublishCommands publish_cmd(app, state_dir);
 
   CLI11_PARSE(app, argc, argv);
 
   kiln::server::init_logging(log_level);
   if (state_dir.empty()) state_dir = kiln::workspace::default_state_dir();
   if (traces_cmd.parsed()) return traces_cmd.run(state_dir);
+  if (publish_cmd.parsed()) return publish_cmd.run(state_dir);
+  if (serve->parsed()) {
+    serve_opts.log_level = log_level;
+    return kiln::server::serve_command(serve_opts, state_dir);
+  }
 
   if (run->parsed() || secret->parsed() || verify->parsed()) {
     auto store = kiln::workspace::StateStore::open(state_dir);  // makes the state dir (0700)
@@ -143,10 +163,16 @@ int main(int argc, char** argv) {
     static std::unique_ptr<kiln::traces::TraceStore> trace_store = std::move(*traces);
     static kiln::server::TraceHub trace_hub;
     static kiln::server::RunTracer tracer(*trace_store, &trace_hub, &sandboxes);
+    auto artifacts = kiln::artifacts::ArtifactStore::open(state_dir);
+    if (!artifacts) {
+      std::fprintf(stderr, "kiln: %s\n", artifacts.error().message.c_str());
+      return 1;
+    }
+    static std::unique_ptr<kiln::artifacts::ArtifactStore> artifact_store = std::move(*artifacts);
     // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
     // meanwhile (tools/list and tools/call wait for it).
     static kiln::server::ToolRegistry registry;
-    registry.populate_in_background([](kiln::server::ToolRegistry& r) { fill_registry(r, sandboxes, &tracer); });
+    registry.populate_in_background([](kiln::server::ToolRegistry& r) { fill_registry(r, sandboxes, &tracer, artifact_store.get()); });
     kiln::server::ServerContext server{**store, registry, {}};
     server.options.startup_workspace = workspace;
     server.options.allow_unsandboxed = allow_unsandboxed;

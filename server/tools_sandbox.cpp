@@ -185,6 +185,8 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
     info.workspace_id = policy ? policy->workspace_id : std::string();
     info.client = client_json(ctx);
     if (policy) info.policy = policy_json(*policy);
+    if (info.policy.is_object())
+      for (const auto& [k, v] : req.env) info.policy["env_names"].push_back(k);  // per-exec env too
     auto id = tracer->attach(req, info);
     if (!id) return fail(id.error().code, "could not record the run's trace: " + id.error().message);
     trace_id = *id;
@@ -193,8 +195,9 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
   auto end_trace_on_error = [&](const Error& e) {
     if (trace_id.empty()) return;
     traces::TraceFinish f;
-    f.status = "error";
-    f.stop_reason = "setup_failed";
+    const bool cancelled = e.code == Errc::cancelled || ctx.stop.stop_requested();
+    f.status = cancelled ? "fail" : "error";
+    f.stop_reason = cancelled ? "cancelled" : "setup_failed";
     f.error = m.redact(e.message);
     if (tracer->store().finish(trace_id, f)) tracer->changed(trace_id);
   };

@@ -184,6 +184,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
     ti.name = c.name;
     ti.client = request.client;
     ti.policy = policy_j;
+    for (const auto& [k, v] : c.env) ti.policy["env_names"].push_back(k);
     auto child_id = tracer.attach(req, ti);
     json j = check_json(c.name, "error");
     if (!child_id) {

@@ -1,0 +1,330 @@
+// Who may see an artifact: share changes (password as an Argon2id hash, invites as hashes of
+// unguessable tokens), signed expiring cookies, the per-client limit on failed logins, and the
+// one access decision `kiln serve` asks for on every request. Nothing secret is stored in clear.
+#include <sodium.h>
+
+#include <algorithm>
+#include <semaphore>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "artifacts/artifact_internal.h"
+#include "workspace/state_store.h"
+
+namespace kiln::artifacts {
+
+using detail::Stmt;
+using detail::Tx;
+using detail::db_error;
+
+namespace {
+
+constexpr int kMaxFailures = 5;
+constexpr std::int64_t kFailureWindowS = 300;
+constexpr std::int64_t kPasswordCookieS = 12 * 3600;
+constexpr std::int64_t kInviteCookieS = 30 * 24 * 3600;
+constexpr std::size_t kMaxPasswordBytes = 1024;
+
+// Argon2id takes 64 MiB per check: a burst of logins must queue, not exhaust memory.
+std::counting_semaphore<8> g_pwhash_slots(2);
+
+struct PwhashSlot {
+  PwhashSlot() { g_pwhash_slots.acquire(); }
+  ~PwhashSlot() { g_pwhash_slots.release(); }
+};
+
+std::string failure_key(const std::string& name, const std::string& client) { return name + '\n' + client; }
+
+}  // namespace
+
+Result<std::string> ArtifactStore::hash_password(const std::string& password) {
+  if (password.size() > kMaxPasswordBytes)
+    return fail(Errc::invalid_argument, fmt::format("the password is longer than {} bytes", kMaxPasswordBytes));
+  char out[crypto_pwhash_STRBYTES];
+  PwhashSlot slot;
+  if (crypto_pwhash_str(out, password.data(), password.size(), crypto_pwhash_OPSLIMIT_INTERACTIVE,
+                        crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0) {
+    return fail(Errc::io, "hashing the password ran out of memory (Argon2id needs 64 MiB); try again");
+  }
+  return std::string(out);
+}
+
+std::string ArtifactStore::make_cookie(const std::string& name, const std::string& kind, std::int64_t expires,
+                                       std::int64_t gen) const {
+  std::string payload = fmt::format("k1\n{}\n{}\n{}\n{}", name, kind, expires, gen);
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(mac, reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
+                         reinterpret_cast<const unsigned char*>(cookie_key_.data()));
+  return detail::base64url(payload) + "." + detail::base64url(std::string_view(reinterpret_cast<char*>(mac), sizeof mac));
+}
+
+bool ArtifactStore::cookie_valid_locked(const Row& row, const std::string& cookie, std::string& invite_name) {
+  auto dot = cookie.find('.');
+  if (dot == std::string::npos || cookie.size() > 1024) return false;
+  auto payload = detail::base64url_decode(std::string_view(cookie).substr(0, dot));
+  auto mac = detail::base64url_decode(std::string_view(cookie).substr(dot + 1));
+  if (!payload || !mac || mac->size() != crypto_auth_hmacsha256_BYTES) return false;
+  if (crypto_auth_hmacsha256_verify(reinterpret_cast<const unsigned char*>(mac->data()),
+                                    reinterpret_cast<const unsigned char*>(payload->data()), payload->size(),
+                                    reinterpret_cast<const unsigned char*>(cookie_key_.data())) != 0) {
+    return false;
+  }
+  // Signed by us, so the fields are ours; they must still match the artifact as it is now.
+  std::vector<std::string> f;
+  for (std::size_t start = 0;;) {
+    auto nl = payload->find('\n', start);
+    f.push_back(payload->substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  if (f.size() != 5 || f[0] != "k1" || f[1] != row.name) return false;
+  std::int64_t expires = 0, gen = 0;
+  try {
+    expires = std::stoll(f[3]);
+    gen = std::stoll(f[4]);
+  } catch (...) {
+    return false;
+  }
+  // The generation moves on every password or mode change, so older cookies stop working.
+  if (expires <= now() || gen != row.share_gen) return false;
+  if (row.share == Share::password) return f[2] == "password";
+  if (row.share != Share::invite || f[2].rfind("invite:", 0) != 0) return false;
+  // Revoking or expiring an invite ends its cookies too: the invite is looked up every time.
+  Stmt s(db_, "SELECT name, expires_at, revoked FROM invites WHERE id = ?1 AND artifact = ?2");
+  try {
+    s.bind(1, std::int64_t(std::stoll(f[2].substr(7))));
+  } catch (...) {
+    return false;
+  }
+  s.bind(2, row.name);
+  if (s.step() != SQLITE_ROW || s.int64(2) != 0) return false;
+  if (auto e = s.opt_int(1); e && *e <= now()) return false;
+  invite_name = s.text(0);
+  return true;
+}
+
+Result<void> ArtifactStore::apply_share_locked(Row& row, const ShareChange& change, std::vector<InviteInfo>& new_invites) {
+  std::vector<std::string> invites;
+  for (const auto& n : change.invite_names) {
+    if (!valid_invite_name(n)) {
+      return fail(Errc::invalid_argument, fmt::format("invite name '{}' is not usable: use 1-64 of letters, digits, "
+                                                      "space and ._@+-",
+                                                      n));
+    }
+    if (std::find(invites.begin(), invites.end(), n) == invites.end()) invites.push_back(n);
+  }
+  if (change.expires_in_s && *change.expires_in_s < 0) return fail(Errc::invalid_argument, "expires_in_s must be >= 0");
+  if (change.invite_expires_in_s && *change.invite_expires_in_s < 0)
+    return fail(Errc::invalid_argument, "invite_expires_in_s must be >= 0");
+
+  Share mode = row.share;
+  if (change.share) mode = *change.share;
+  else if (change.password_hash && !invites.empty())
+    return fail(Errc::invalid_argument, "a password and invites were both given: pass share to say which mode you mean");
+  else if (change.password_hash) mode = Share::password;
+  else if (!invites.empty()) mode = Share::invite;
+  if (mode != Share::password && change.password_hash)
+    return fail(Errc::invalid_argument, "a password only applies with share \"password\"");
+  if (mode != Share::invite && !invites.empty())
+    return fail(Errc::invalid_argument, "invites only apply with share \"invite\"");
+  if (mode == Share::password && !change.password_hash && !(row.share == Share::password && row.password_hash))
+    return fail(Errc::invalid_argument, "share \"password\" needs a password: pass password");
+
+  const std::int64_t t = now();
+  const std::string now_iso = workspace::now_iso8601();
+  for (const auto& n : change.revoke) {
+    Stmt u(db_, "UPDATE invites SET revoked = 1 WHERE artifact = ?1 AND name = ?2 AND revoked = 0");
+    u.bind(1, row.name);
+    u.bind(2, n);
+    if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "revoke invite"));
+    if (sqlite3_changes(db_) > 0) continue;
+    Stmt any(db_, "SELECT 1 FROM invites WHERE artifact = ?1 AND name = ?2");
+    any.bind(1, row.name);
+    any.bind(2, n);
+    if (any.step() != SQLITE_ROW)
+      return fail(Errc::not_found, fmt::format("artifact {} has no invite named '{}'", row.name, n));
+  }
+  std::optional<std::int64_t> invite_expiry;
+  if (auto s = change.invite_expires_in_s ? change.invite_expires_in_s : change.expires_in_s; s && *s > 0)
+    invite_expiry = detail::add_seconds(t, *s);
+  for (const auto& n : invites) {
+    Stmt live(db_, "SELECT id, expires_at FROM invites WHERE artifact = ?1 AND name = ?2 AND revoked = 0");
+    live.bind(1, row.name);
+    live.bind(2, n);
+    if (live.step() == SQLITE_ROW) {
+      auto e = live.opt_int(1);
+      if (!e || *e > t) {
+        return fail(Errc::conflict, fmt::format("'{}' is already invited to {} and that link still works; to send a "
+                                                "new link, revoke and invite in one call (revoke: [\"{}\"], invite: [\"{}\"])",
+                                                n, row.name, n, n));
+      }
+      Stmt old(db_, "UPDATE invites SET revoked = 1 WHERE id = ?1");  // expired: make room for the new one
+      old.bind(1, live.int64(0));
+      if (old.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update invite"));
+    }
+    unsigned char raw[32];
+    randombytes_buf(raw, sizeof raw);
+    std::string token = detail::base64url(std::string_view(reinterpret_cast<char*>(raw), sizeof raw));
+    sodium_memzero(raw, sizeof raw);
+    Stmt ins(db_, "INSERT INTO invites(artifact, name, token_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+    ins.bind(1, row.name);
+    ins.bind(2, n);
+    ins.bind(3, detail::sha256_hex(token));
+    ins.bind(4, now_iso);
+    ins.bind(5, invite_expiry);
+    if (ins.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert invite"));
+    InviteInfo info;
+    info.name = n;
+    info.created_at = now_iso;
+    if (invite_expiry) info.expires_at = detail::iso_utc(*invite_expiry);
+    info.token = std::move(token);
+    new_invites.push_back(std::move(info));
+  }
+
+  Row next = row;
+  next.share = mode;
+  if (change.password_hash) next.password_hash = change.password_hash;
+  if (mode != Share::password) next.password_hash.reset();  // leaving password mode forgets it
+  if (mode != row.share || change.password_hash) ++next.share_gen;
+  if (change.expires_in_s) {
+    if (*change.expires_in_s == 0) next.expires_at.reset();
+    else next.expires_at = detail::add_seconds(t, *change.expires_in_s);
+  }
+  Stmt u(db_, "UPDATE artifacts SET share = ?2, password_hash = ?3, expires_at = ?4, share_gen = ?5 WHERE name = ?1");
+  u.bind(1, row.name);
+  u.bind(2, to_string(next.share));
+  u.bind(3, next.password_hash);
+  u.bind(4, next.expires_at);
+  u.bind(5, next.share_gen);
+  if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update artifact"));
+  row = std::move(next);
+  return {};
+}
+
+Result<ShareResult> ArtifactStore::share(const ShareRequest& req) {
+  ShareChange change;
+  change.share = req.share;
+  change.invite_names = req.invite_names;
+  change.revoke = req.revoke;
+  change.expires_in_s = req.expires_in_s;
+  change.invite_expires_in_s = req.invite_expires_in_s;
+  {
+    std::lock_guard lock(mu_);
+    auto row = row_locked(req.name);
+    if (!row) return std::unexpected(row.error());
+    if (!*row) return fail(Errc::not_found, fmt::format("no artifact {} (publish_list or `kiln artifacts list` shows them)", req.name));
+  }
+  if (!req.password.empty()) {
+    auto hash = hash_password(req.password);  // slow: outside the lock
+    if (!hash) return std::unexpected(hash.error());
+    change.password_hash = std::move(*hash);
+  }
+  std::lock_guard lock(mu_);
+  Tx tx(db_);
+  if (auto r = tx.begin(); !r) return std::unexpected(r.error());
+  auto row = row_locked(req.name);
+  if (!row) return std::unexpected(row.error());
+  if (!*row) return fail(Errc::not_found, fmt::format("no artifact {}", req.name));
+  ShareResult out;
+  if (auto a = apply_share_locked(**row, change, out.new_invites); !a) return std::unexpected(a.error());
+  if (auto c = tx.commit(); !c) return std::unexpected(c.error());
+  auto info = info_locked(**row);
+  if (!info) return std::unexpected(info.error());
+  out.artifact = std::move(*info);
+  return out;
+}
+
+AccessDecision ArtifactStore::check_access(const std::string& name, std::optional<int> version, const Credentials& creds) {
+  AccessDecision d;
+  std::unique_lock lock(mu_);
+  auto row = row_locked(name);
+  if (!row) {
+    d.outcome = AccessOutcome::denied;  // the database failed: fail closed
+    return d;
+  }
+  if (!*row) return d;  // not_found
+  const Row& r = **row;
+  d.share = r.share;
+  const std::int64_t t = now();
+  bool version_exists = false;
+  {
+    Stmt v(db_, version ? "SELECT number FROM versions WHERE artifact = ?1 AND number = ?2"
+                        : "SELECT number FROM versions WHERE artifact = ?1 ORDER BY number DESC LIMIT 1");
+    v.bind(1, name);
+    if (version) v.bind(2, *version);
+    if (v.step() == SQLITE_ROW) {
+      version_exists = true;
+      d.version = int(v.int64(0));
+    } else if (version) {
+      d.version = *version;
+    }
+  }
+  if (r.expires_at && *r.expires_at <= t) {
+    d.outcome = AccessOutcome::expired;
+    return d;
+  }
+  // Whether a version exists is only told to those who may see the artifact.
+  auto allow = [&] {
+    d.outcome = version_exists ? AccessOutcome::allowed : AccessOutcome::not_found;
+    if (!version_exists) d.set_cookie.reset();
+    return d;
+  };
+  if (r.share == Share::public_) return allow();
+  std::string invite_name;
+  if (creds.cookie && cookie_valid_locked(r, *creds.cookie, invite_name)) {
+    d.invite_name = invite_name;
+    return allow();
+  }
+  if (r.share == Share::invite) {
+    d.outcome = AccessOutcome::denied;
+    if (!creds.invite_token || creds.invite_token->empty() || creds.invite_token->size() > 256) return d;
+    Stmt s(db_, "SELECT id, name, expires_at, revoked FROM invites WHERE token_hash = ?1 AND artifact = ?2");
+    s.bind(1, detail::sha256_hex(*creds.invite_token));
+    s.bind(2, name);
+    if (s.step() != SQLITE_ROW) return d;
+    d.invite_name = s.text(1);
+    auto exp = s.opt_int(2);
+    if (s.int64(3) != 0 || (exp && *exp <= t)) return d;
+    std::int64_t until = std::min(detail::add_seconds(t, kInviteCookieS), exp.value_or(INT64_MAX));
+    d.set_cookie = make_cookie(name, fmt::format("invite:{}", s.int64(0)), until, r.share_gen);
+    return allow();
+  }
+  // Password mode.
+  d.outcome = AccessOutcome::need_login;
+  if (!creds.password || creds.password->empty() || !r.password_hash) return d;
+  const std::string key = failure_key(name, creds.client);
+  auto it = failures_.find(key);
+  if (it != failures_.end() && it->second.second + kFailureWindowS <= t) {
+    failures_.erase(it);
+    it = failures_.end();
+  }
+  if (it != failures_.end() && it->second.first >= kMaxFailures) {
+    d.outcome = AccessOutcome::rate_limited;
+    d.retry_after_s = int(std::max<std::int64_t>(1, it->second.second + kFailureWindowS - t));
+    return d;
+  }
+  // Counted before the check, so parallel guesses cannot slip past the limit while Argon2 runs.
+  if (it == failures_.end()) {
+    if (failures_.size() >= 10000) {
+      std::erase_if(failures_, [&](const auto& e) { return e.second.second + kFailureWindowS <= t; });
+    }
+    it = failures_.emplace(key, std::pair<int, std::int64_t>{0, t}).first;
+  }
+  ++it->second.first;
+  const std::string hash = *r.password_hash;
+  const std::int64_t gen = r.share_gen;
+  lock.unlock();
+  bool ok;
+  {
+    PwhashSlot slot;
+    ok = crypto_pwhash_str_verify(hash.c_str(), creds.password->data(), creds.password->size()) == 0;
+  }
+  lock.lock();
+  if (!ok) return d;
+  failures_.erase(key);
+  d.set_cookie = make_cookie(name, "password", detail::add_seconds(t, kPasswordCookieS), gen);
+  return allow();
+}
+
+}  // namespace kiln::artifacts

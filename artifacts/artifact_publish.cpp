@@ -1,0 +1,397 @@
+// Publishing: copying a workspace folder or file into the content-addressed blob store (read only
+// through workspace::Root, symlinks never followed) and recording the version in one transaction.
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <stop_token>
+
+#include <fmt/format.h>
+
+#include "artifacts/artifact_internal.h"
+#include "workspace/root.h"
+#include "workspace/state_store.h"
+#include "workspace/tree_walk.h"
+
+namespace kiln::artifacts {
+
+using detail::Stmt;
+using detail::Tx;
+using detail::db_error;
+
+namespace {
+
+constexpr std::size_t kInMemoryMax = 1 << 20;  // smaller files are hashed before anything is written
+constexpr std::size_t kChunk = 256 * 1024;
+
+struct Blob {
+  std::string sha256;
+  std::uint64_t size = 0;
+  bool is_new = false;
+};
+
+bool write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= std::size_t(w);
+  }
+  return true;
+}
+
+ssize_t read_some(int fd, char* p, std::size_t n) {
+  for (;;) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    return r;
+  }
+}
+
+Error too_large_bytes(const std::string& shown, std::uint64_t max) {
+  return Error{Errc::too_large, fmt::format("'{}' holds more than {} MiB; a version holds at most that much: publish "
+                                            "a smaller folder (the built site, not the project)",
+                                            shown, max >> 20)};
+}
+
+class BlobWriter {
+ public:
+  explicit BlobWriter(std::string dir) : dir_(std::move(dir)) {}
+
+  std::string final_path(const std::string& sha) const {
+    return fmt::format("{}/blobs/sha256/{}/{}", dir_, sha.substr(0, 2), sha);
+  }
+
+  // Copies the open file into the store; `budget` is what the version may still hold.
+  Result<Blob> store(int fd, std::uint64_t budget, const std::string& shown, const std::string& max_shown,
+                     std::uint64_t max) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return fail(Errc::io, fmt::format("cannot inspect '{}': {}", shown, std::strerror(errno)));
+    if (std::uint64_t(st.st_size) > budget) return std::unexpected(too_large_bytes(max_shown, max));
+    crypto_hash_sha256_state h;
+    crypto_hash_sha256_init(&h);
+    if (std::size_t(st.st_size) <= kInMemoryMax) {
+      std::string data;
+      data.resize(kInMemoryMax + 1);
+      std::size_t got = 0;
+      while (got < data.size()) {
+        ssize_t n = read_some(fd, data.data() + got, data.size() - got);
+        if (n < 0) return fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno)));
+        if (n == 0) break;
+        got += std::size_t(n);
+      }
+      if (got <= kInMemoryMax) {  // else it grew while read: take the streaming path from the start
+        data.resize(got);
+        if (got > budget) return std::unexpected(too_large_bytes(max_shown, max));
+        std::string sha = detail::sha256_hex(data);
+        struct stat have {};
+        if (::stat(final_path(sha).c_str(), &have) == 0 && std::uint64_t(have.st_size) == got)
+          return Blob{sha, got, false};
+        return install(sha, got, [&](int out) { return write_all(out, data.data(), data.size()); }, shown);
+      }
+      if (::lseek(fd, 0, SEEK_SET) != 0) return fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno)));
+    }
+    // Large files stream through a temp file: hashed while copied, named once the hash is known.
+    auto tmp = temp_file(shown);
+    if (!tmp) return std::unexpected(tmp.error());
+    auto& [path, out] = *tmp;
+    std::string buf(kChunk, '\0');
+    std::uint64_t total = 0;
+    for (;;) {
+      ssize_t n = read_some(fd, buf.data(), buf.size());
+      if (n < 0) return cleanup(path, out, fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno))));
+      if (n == 0) break;
+      total += std::uint64_t(n);
+      if (total > budget) return cleanup(path, out, std::unexpected(too_large_bytes(max_shown, max)));
+      crypto_hash_sha256_update(&h, reinterpret_cast<const unsigned char*>(buf.data()), std::size_t(n));
+      if (!write_all(out, buf.data(), std::size_t(n)))
+        return cleanup(path, out, fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno))));
+    }
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&h, digest);
+    std::string sha = detail::to_hex(digest, sizeof digest);
+    if (::close(out) != 0) {
+      ::unlink(path.c_str());
+      return fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno)));
+    }
+    auto placed = place(path, sha, total);
+    if (!placed) return std::unexpected(placed.error());
+    return Blob{sha, total, *placed};
+  }
+
+ private:
+  Result<std::pair<std::string, int>> temp_file(const std::string& shown) {
+    std::string path = dir_ + "/blobs/tmp/blob.XXXXXX";
+    int fd = ::mkostemp(path.data(), O_CLOEXEC);
+    if (fd < 0) return fail(Errc::io, fmt::format("cannot copy '{}' into {}: {}", shown, dir_, std::strerror(errno)));
+    return std::pair{path, fd};
+  }
+
+  Result<Blob> cleanup(const std::string& path, int fd, Result<Blob> r) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return r;
+  }
+
+  template <class Write>
+  Result<Blob> install(const std::string& sha, std::uint64_t size, Write write, const std::string& shown) {
+    auto tmp = temp_file(shown);
+    if (!tmp) return std::unexpected(tmp.error());
+    auto& [path, out] = *tmp;
+    if (!write(out)) return cleanup(path, out, fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno))));
+    if (::close(out) != 0) {
+      ::unlink(path.c_str());
+      return fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno)));
+    }
+    auto placed = place(path, sha, size);
+    if (!placed) return std::unexpected(placed.error());
+    return Blob{sha, size, *placed};
+  }
+
+  // Renames the temp file to its content address. An existing blob of the right size is the
+  // same content (dedup); a short one (a crash before it was synced) is replaced.
+  Result<bool> place(const std::string& tmp, const std::string& sha, std::uint64_t size) {
+    std::string sub = fmt::format("{}/blobs/sha256/{}", dir_, sha.substr(0, 2));
+    if (::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST) {
+      ::unlink(tmp.c_str());
+      return fail(Errc::io, fmt::format("cannot create {}: {}", sub, std::strerror(errno)));
+    }
+    std::string dest = final_path(sha);
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE) == 0) return true;
+    int err = errno;
+    struct stat have {};
+    if ((err == EEXIST || err == EINVAL) && ::stat(dest.c_str(), &have) == 0 && std::uint64_t(have.st_size) == size) {
+      ::unlink(tmp.c_str());
+      return false;
+    }
+    if (::rename(tmp.c_str(), dest.c_str()) == 0) return true;
+    err = errno;
+    ::unlink(tmp.c_str());
+    return fail(Errc::io, fmt::format("cannot store a blob in {}: {}", sub, std::strerror(err)));
+  }
+
+  std::string dir_;
+};
+
+}  // namespace
+
+Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, const std::string& rel, bool single_file) {
+  std::uint64_t max_files, max_bytes;
+  {
+    std::lock_guard lock(mu_);
+    max_files = max_files_;
+    max_bytes = max_bytes_;
+  }
+  const workspace::Root& root = *req.root;
+  const std::string shown = rel.empty() ? std::string(".") : rel;
+  Staged st;
+  std::vector<std::pair<std::string, std::string>> found;  // path in the root, path in the version
+  if (single_file) {
+    auto slash = rel.rfind('/');
+    found.emplace_back(rel, slash == std::string::npos ? rel : rel.substr(slash + 1));
+  } else {
+    workspace::WalkOptions o;
+    o.start = rel;
+    // The workspace root is a project (node_modules, build output): publish what git would.
+    // A subfolder was named on purpose, so it is published whole, ignored or not.
+    o.include_ignored = !rel.empty();
+    std::stop_source stop;
+    std::mutex mu;
+    std::atomic<std::uint64_t> files{0}, bytes{0}, links{0}, other{0};
+    std::atomic<bool> over_files{false}, over_bytes{false};
+    auto r = workspace::walk(root, o, stop.get_token(), [&](const workspace::WalkEntry& e, unsigned) {
+      if (e.type == workspace::EntryType::symlink) {
+        ++links;
+        return;
+      }
+      if (e.type == workspace::EntryType::other) ++other;
+      if (e.type != workspace::EntryType::file) return;
+      struct stat s {};
+      std::uint64_t size = ::fstatat(e.dir_fd, e.name.data(), &s, AT_SYMLINK_NOFOLLOW) == 0 ? std::uint64_t(s.st_size) : 0;
+      if (++files > max_files) over_files = true;
+      if ((bytes += size) > max_bytes) over_bytes = true;
+      if (over_files || over_bytes) {
+        stop.request_stop();
+        return;
+      }
+      std::string path(e.path);
+      std::lock_guard lock(mu);
+      found.emplace_back(path, rel.empty() ? path : path.substr(rel.size() + 1));
+    });
+    if (over_files) {
+      return fail(Errc::too_large, fmt::format("'{}' holds more than {} files; a version holds at most that many: "
+                                               "publish a smaller folder (the built site, not the project)",
+                                               shown, max_files));
+    }
+    if (over_bytes) return std::unexpected(too_large_bytes(shown, max_bytes));
+    if (!r) return std::unexpected(r.error());
+    st.skipped_symlinks = links;
+    st.skipped_other = other;
+    if (found.empty()) {
+      return fail(Errc::invalid_argument,
+                  fmt::format("'{}' holds no files to publish{}", shown,
+                              links ? fmt::format(" ({} symlinks skipped: links are never followed)", links.load()) : ""));
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+
+  BlobWriter writer(dir_);
+  for (const auto& [in_root, in_version] : found) {
+    // O_NOFOLLOW: a file swapped for a symlink since the walk is skipped like any other link.
+    auto fd = root.open(in_root, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (!fd) {
+      if (fd.error().code == Errc::path_escape) {
+        ++st.skipped_symlinks;
+        continue;
+      }
+      if (fd.error().code == Errc::not_found) continue;  // deleted since the walk
+      return std::unexpected(fd.error());
+    }
+    struct stat s {};
+    if (::fstat(fd->get(), &s) != 0 || !S_ISREG(s.st_mode)) {
+      ++st.skipped_other;
+      continue;
+    }
+    auto blob = writer.store(fd->get(), max_bytes - st.bytes, in_root, shown, max_bytes);
+    if (!blob) return std::unexpected(blob.error());
+    st.bytes += blob->size;
+    if (blob->is_new) ++st.new_blobs;
+    st.files.push_back(StagedFile{in_version, blob->sha256, blob->size});
+  }
+  if (st.files.empty()) return fail(Errc::invalid_argument, fmt::format("'{}' holds no regular files to publish", shown));
+  if (st.new_blobs > 0) {
+    // One flush for the whole version instead of an fsync per file: the version row that makes
+    // the blobs reachable is committed only after their bytes are on disk.
+    int dfd = ::open((dir_ + "/blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::syncfs(dfd);
+      ::close(dfd);
+    }
+  }
+  return st;
+}
+
+Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
+  if (!req.root) return fail(Errc::internal, "publish without a workspace root");
+  auto rel = req.root->relative(req.path.empty() ? std::string_view(".") : std::string_view(req.path));
+  if (!rel) return std::unexpected(rel.error());
+  auto folder = workspace::is_folder_beneath(*req.root, *rel, req.path);
+  if (!folder) return std::unexpected(folder.error());
+  const std::string name = req.name.empty() ? default_artifact_name(*rel, req.root->path()) : req.name;
+  if (!valid_artifact_name(name)) {
+    return fail(Errc::invalid_argument, fmt::format("artifact name '{}' is not usable in a URL: use 1-64 of a-z, 0-9 "
+                                                    "and '-', starting with a letter or digit",
+                                                    name));
+  }
+  ShareChange change;
+  change.share = req.share;
+  change.invite_names = req.invite_names;
+  change.expires_in_s = req.expires_in_s;
+  change.invite_expires_in_s = req.invite_expires_in_s;
+  {
+    // Fail before copying anything when the share request cannot apply.
+    std::lock_guard lock(mu_);
+    auto row = row_locked(name);
+    if (!row) return std::unexpected(row.error());
+    if (*row && (*row)->workspace_id != req.workspace_id) {
+      return fail(Errc::conflict, fmt::format("artifact {} belongs to another workspace; pass another name", name));
+    }
+    Share mode = req.share.value_or(*row ? (*row)->share : Share::public_);
+    if (!req.share && !req.password.empty()) mode = Share::password;
+    if (mode == Share::password && req.password.empty() && !(*row && (*row)->password_hash && (*row)->share == mode)) {
+      return fail(Errc::invalid_argument, "share \"password\" needs a password: pass password");
+    }
+  }
+  if (!req.password.empty()) {
+    auto hash = hash_password(req.password);
+    if (!hash) return std::unexpected(hash.error());
+    change.password_hash = std::move(*hash);
+  }
+  for (int attempt = 0;; ++attempt) {
+    auto staged = stage(req, *rel, !*folder);
+    if (!staged) return std::unexpected(staged.error());
+    std::lock_guard lock(mu_);
+    Tx tx(db_);
+    if (auto r = tx.begin(); !r) return std::unexpected(r.error());
+    // An unpublish in another process may have collected a blob this copy deduplicated against;
+    // under the write lock no collection can start, so checking once here is enough.
+    bool all_there = std::all_of(staged->files.begin(), staged->files.end(), [&](const StagedFile& f) {
+      struct stat s {};
+      return ::stat(blob_path(f.sha256).c_str(), &s) == 0;
+    });
+    if (!all_there) {
+      if (attempt < 2) continue;
+      return fail(Errc::conflict, "the blob store changed during the publish three times; try again");
+    }
+    auto row = row_locked(name);
+    if (!row) return std::unexpected(row.error());
+    const std::string now_iso = workspace::now_iso8601();
+    if (!*row) {
+      Stmt ins(db_, "INSERT INTO artifacts(name, workspace_id, share, created_at) VALUES (?1, ?2, 'public', ?3)");
+      ins.bind(1, name);
+      ins.bind(2, req.workspace_id);
+      ins.bind(3, now_iso);
+      if (ins.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert artifact"));
+      row = row_locked(name);
+      if (!row || !*row) return std::unexpected(db_error(db_, "insert artifact"));
+    } else if ((*row)->workspace_id != req.workspace_id) {
+      return fail(Errc::conflict, fmt::format("artifact {} belongs to another workspace; pass another name", name));
+    }
+    Row& r = **row;
+    PublishResult out;
+    if (auto a = apply_share_locked(r, change, out.new_invites); !a) return std::unexpected(a.error());
+    const int number = int(r.next_version);
+    {
+      Stmt v(db_,
+             "INSERT INTO versions(artifact, number, created_at, source_path, single_file, files, bytes, trace_id) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+      v.bind(1, name);
+      v.bind(2, number);
+      v.bind(3, now_iso);
+      v.bind(4, rel->empty() ? std::string(".") : *rel);
+      v.bind(5, !*folder);
+      v.bind(6, std::uint64_t(staged->files.size()));
+      v.bind(7, staged->bytes);
+      v.bind(8, req.trace_id);
+      if (v.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert version"));
+    }
+    Stmt f(db_, "INSERT INTO files(artifact, version, path, sha256, size) VALUES (?1, ?2, ?3, ?4, ?5)");
+    for (const auto& file : staged->files) {
+      f.reset();
+      f.bind(1, name);
+      f.bind(2, number);
+      f.bind(3, file.path);
+      f.bind(4, file.sha256);
+      f.bind(5, file.size);
+      if (f.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert file"));
+    }
+    {
+      Stmt u(db_, "UPDATE artifacts SET next_version = ?2 WHERE name = ?1");
+      u.bind(1, name);
+      u.bind(2, number + 1);
+      if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update artifact"));
+    }
+    if (auto c = tx.commit(); !c) return std::unexpected(c.error());
+    r.next_version = number + 1;
+    auto info = info_locked(r);
+    if (!info) return std::unexpected(info.error());
+    out.artifact = std::move(*info);
+    out.version = out.artifact.versions.empty() ? VersionInfo{} : out.artifact.versions.back();
+    for (const auto& v : out.artifact.versions)
+      if (v.number == number) out.version = v;
+    out.new_blobs = staged->new_blobs;
+    out.skipped_symlinks = staged->skipped_symlinks;
+    out.skipped_other = staged->skipped_other;
+    return out;
+  }
+}
+
+}  // namespace kiln::artifacts

@@ -1,0 +1,70 @@
+// The daemon's hot path: which blob answers (name, version, path), and for public artifacts the
+// whole access answer, kept for a second at most and dropped as soon as the artifact database
+// changes on disk, so repeated requests skip the store's queries without a publish, share change
+// or unpublish going unseen. Protected artifacts still ask the store about access every time.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "artifacts/artifact_store.h"
+
+namespace kiln::server::http {
+
+class ServeCache {
+ public:
+  // Watches `dir`/`db_name` and its -wal with inotify (a stat per lookup where that is missing).
+  ServeCache(std::string dir, std::string db_name, std::chrono::milliseconds ttl = std::chrono::milliseconds(1000));
+  ~ServeCache();
+  ServeCache(const ServeCache&) = delete;
+  ServeCache& operator=(const ServeCache&) = delete;
+
+  struct Hit {
+    int version = 0;  // the version the store chose (the latest, for unversioned URLs)
+    artifacts::ResolvedFile file;
+  };
+  // Which state of the database an answer belongs to.
+  struct Stamp {
+    std::int64_t a[8] = {};
+    bool operator==(const Stamp&) const = default;
+  };
+  Stamp stamp() const;
+
+  // The inotify descriptor (non-blocking), or -1. Its owner's event loop calls on_events()
+  // whenever it is readable: that is what moves the stamp on.
+  int watch_fd() const { return inotify_; }
+  void on_events();
+
+  enum class Kind : char {
+    public_answer = 'P',  // URL (version as written) -> allowed + file, public artifacts only
+    file = 'F',           // (name, version number, path) -> file, whoever may see it
+  };
+  static std::string key(Kind kind, const std::string& name, std::optional<int> version, const std::string& rel);
+  // `now` from stamp(), taken before asking the store on a miss.
+  std::optional<Hit> get(const std::string& key, const Stamp& now);
+  // Kind::public_answer only for a public artifact the store just allowed without credentials.
+  // `before` is the stamp taken before those store queries: if the database changed since,
+  // nothing is kept.
+  void put(const std::string& key, Hit hit, const Stamp& before);
+
+ private:
+  struct Entry {
+    Hit hit;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::string dir_, db_name_, wal_name_;
+  std::chrono::milliseconds ttl_;
+  int inotify_ = -1;
+  std::atomic<std::int64_t> generation_{0};
+  std::shared_mutex mu_;
+  Stamp seen_;  // the database as it was when the entries were made
+  std::unordered_map<std::string, Entry> entries_;
+};
+
+}  // namespace kiln::server::http

@@ -1,0 +1,69 @@
+// `kiln serve`'s request -> response logic as a pure function (no sockets), so every rule about
+// paths, share modes, caching and ranges is unit-testable and fuzzable without a network.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::artifacts {
+class ArtifactStore;
+}
+
+namespace kiln::server::http {
+
+class ServeCache;
+
+// What the router looks at; the server copies these out of the parsed request.
+struct Request {
+  std::string method;  // "GET", "HEAD", "POST", ...
+  std::string target;  // the raw request-target, exactly as sent
+  std::string host;
+  std::string authorization;
+  std::string cookie;
+  std::string if_none_match;
+  std::string if_range;
+  std::string range;
+  std::string content_type;
+  std::string accept;
+  std::string sec_fetch_mode;
+  std::string body;    // only the login form has one (at most 4 KiB)
+  std::string client;  // remote address, for rate limiting and the access log
+  bool client_is_local = false;  // loopback or this host: /healthz tells it the state dir
+};
+
+struct Response {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // the body unless file_path is set
+  // A byte range of an immutable content-addressed blob; the server sends it (sendfile or its
+  // small-file cache keyed by file_sha256).
+  std::string file_path;
+  std::string file_sha256;
+  std::uint64_t file_size = 0;  // the whole blob
+  std::uint64_t file_offset = 0;
+  std::uint64_t file_length = 0;
+  bool head = false;  // HEAD: the headers of the GET answer (Content-Length included), no body
+
+  std::uint64_t content_length() const { return file_path.empty() ? body.size() : file_length; }
+  // The first header of that name (case-insensitive), or nullptr.
+  const std::string* header(std::string_view name) const;
+};
+
+struct RouterContext {
+  artifacts::ArtifactStore* store = nullptr;
+  std::string state_dir;
+  long pid = 0;
+  std::string cookie_name = "kiln_session";
+  int cookie_max_age_s = 30 * 24 * 3600;  // the longest the store signs (invites); it checks its own expiry
+  ServeCache* cache = nullptr;  // optional: spares the store repeated questions (http_cache.h)
+};
+
+Response route(const Request& req, const RouterContext& ctx);
+
+// The reason phrase for a status code ("Not Found").
+std::string_view reason_phrase(int status);
+
+}  // namespace kiln::server::http

@@ -1,0 +1,67 @@
+// `kiln serve`'s HTTP/1.1 listener (Boost.Beast, after its advanced server): a session per
+// connection on a strand, header/body/time limits, graceful then hard shutdown. The rules live in
+// http_router.h; this file only moves bytes. Asio and Beast stay inside http_server.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "server/http_router.h"
+
+namespace kiln::server::http {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7700";  // HOST:PORT, [V6]:PORT; port 0 picks a free one
+  int io_threads = 2;
+  int max_connections = 1024;
+  std::chrono::seconds read_timeout{30};   // a whole request, and an idle keep-alive connection
+  std::chrono::seconds shutdown_grace{5};  // in-flight requests get this long after a stop
+  std::size_t header_limit = 8 * 1024;
+  std::size_t body_limit = 4 * 1024;  // only the login form has a body
+  // Called every watchdog_period on an io thread; returning false stops the server gracefully.
+  std::function<bool()> watchdog;
+  std::chrono::seconds watchdog_period{10};
+  // A descriptor to watch on the server's own event loop (the serving cache's inotify fd):
+  // on_readable runs on an io thread whenever it has something to read.
+  int watch_fd = -1;
+  std::function<void()> on_readable;
+};
+
+struct ListenAddress {
+  std::string host;  // numeric, without brackets
+  unsigned short port = 0;
+};
+// "127.0.0.1:7700", "[::1]:7700", "localhost:7700", ":7700" (all interfaces), "7700".
+Result<ListenAddress> parse_listen(std::string_view listen);
+
+class Server {
+ public:
+  // Binds and listens at once, so the real port (for port 0) is known before run().
+  static Result<std::unique_ptr<Server>> bind(const ServerOptions& options, RouterContext context);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  const std::string& host() const;  // the bound address, numeric
+  unsigned short port() const;
+  bool loopback_only() const;
+
+  // Serves until stop(), SIGTERM or SIGINT (the caller leaves those unblocked). Then: no new
+  // connections, idle ones closed, busy ones finish their response, and whatever is still open
+  // after shutdown_grace is cut. Returns when every io thread has finished.
+  void run();
+  void stop();  // from any thread
+
+  struct Impl;  // opaque: http_server_impl.h, for the server's own .cpp files
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::server::http

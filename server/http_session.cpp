@@ -1,0 +1,345 @@
+// One HTTP/1.1 connection of `kiln serve`: read a request within the limits, ask the router, write
+// the answer (small blobs from memory, large ones with sendfile), repeat while keep-alive holds.
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <optional>
+#include <vector>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "server/http_server_impl.h"
+
+namespace kiln::server::http {
+
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+
+std::shared_ptr<const std::string> FileCache::get(const std::string& sha256, const std::string& path,
+                                                  std::uint64_t size) {
+  {
+    std::shared_lock lock(mu_);
+    if (auto it = files_.find(sha256); it != files_.end()) return it->second;
+  }
+  auto data = std::make_shared<std::string>(size, '\0');
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(data->data(), static_cast<std::streamsize>(size)) || in.peek() != std::ifstream::traits_type::eof()) {
+    return nullptr;
+  }
+  std::unique_lock lock(mu_);
+  if (bytes_ + size > kMaxTotal) {  // rare enough that dropping everything beats bookkeeping
+    files_.clear();
+    bytes_ = 0;
+  }
+  auto [it, inserted] = files_.emplace(sha256, std::move(data));
+  if (inserted) bytes_ += size;
+  return it->second;
+}
+
+namespace {
+
+// RFC 9110 wants a Date on every answer; formatting it once a second per thread is enough.
+std::string_view http_date() {
+  thread_local std::time_t last = 0;
+  thread_local char buf[64];
+  std::time_t now = std::time(nullptr);
+  if (now != last) {
+    std::tm tm{};
+    ::gmtime_r(&now, &tm);
+    std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    last = now;
+  }
+  return buf;
+}
+
+std::string client_address(const tcp::socket& s, bool* local) {
+  boost::system::error_code ec;
+  auto remote = s.remote_endpoint(ec);
+  if (ec) return "unknown";
+  auto addr = remote.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
+  auto here = s.local_endpoint(ec);
+  *local = addr.is_loopback() || (!ec && here.address() == remote.address());
+  return addr.to_string();
+}
+
+}  // namespace
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl& server, tcp::socket&& socket)
+      : srv_(server), stream_(std::move(socket)), wait_timer_(stream_.get_executor()) {
+    client_ = client_address(stream_.socket(), &local_);
+    boost::system::error_code ec;
+    stream_.socket().set_option(tcp::no_delay(true), ec);
+    stream_.socket().native_non_blocking(true, ec);  // sendfile must never block an io thread
+  }
+  ~Session() {
+    if (fd_ >= 0) ::close(fd_);
+    srv_.session_ended();
+    std::lock_guard lock(srv_.sessions_mu);
+    srv_.sessions.erase(this);
+  }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::read, shared_from_this()));
+  }
+
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  // At shutdown: an idle connection closes now, a busy one after its answer.
+  void nudge() {
+    if (!busy_) close();
+  }
+
+ private:
+  void read() {
+    busy_ = false;
+    if (srv_.stopping) return close();
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(srv_.options.header_limit));
+    parser_->body_limit(srv_.options.body_limit);
+    stream_.expires_after(srv_.options.read_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec) {
+      if (ec == bhttp::error::header_limit) return fail(431, "Request headers are larger than 8 KiB.");
+      if (ec == bhttp::error::body_limit) return fail(413, "Request bodies are limited to 4 KiB.");
+      if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+          ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+        return fail(400, "The request could not be parsed.");
+      }
+      return close();  // end of stream, timeout, reset: nobody to answer
+    }
+    busy_ = true;
+    auto& m = parser_->get();
+    keep_alive_ = m.keep_alive();
+    Request req;
+    req.method = std::string(m.method_string());
+    req.target = std::string(m.target());
+    req.host = std::string(m[bhttp::field::host]);
+    req.authorization = std::string(m[bhttp::field::authorization]);
+    req.cookie = std::string(m[bhttp::field::cookie]);
+    req.if_none_match = std::string(m[bhttp::field::if_none_match]);
+    req.if_range = std::string(m[bhttp::field::if_range]);
+    req.range = std::string(m[bhttp::field::range]);
+    req.content_type = std::string(m[bhttp::field::content_type]);
+    req.accept = std::string(m[bhttp::field::accept]);
+    req.sec_fetch_mode = std::string(m["Sec-Fetch-Mode"]);
+    req.body = std::move(m.body());
+    req.client = client_;
+    req.client_is_local = local_;
+    // A password means Argon2id: route it on the slow pool so static traffic never waits on it.
+    if (!req.authorization.empty() || req.method == "POST") {
+      net::post(srv_.slow_pool, [self = shared_from_this(), req = std::move(req)] {
+        Response r = route(req, self->srv_.context);
+        net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
+      });
+      return;
+    }
+    write(route(req, srv_.context));
+  }
+
+  void fail(int status, std::string_view text) {
+    busy_ = true;
+    keep_alive_ = false;
+    drain_ = true;
+    Response r;
+    r.status = status;
+    r.body = fmt::format("{} {}: {}\n", status, reason_phrase(status), text);
+    r.headers.emplace_back("Content-Type", "text/plain; charset=utf-8");
+    write(std::move(r));
+  }
+
+  void write(Response r) {
+    if (srv_.stopping) keep_alive_ = false;
+    bool bodyless = r.status == 304 || r.status == 204 || r.status < 200;
+    bool send_body = !r.head && !bodyless && r.content_length() > 0;
+    if (send_body && !r.file_path.empty()) {
+      if (r.file_size <= FileCache::kMaxFile) {
+        cached_ = srv_.cache.get(r.file_sha256, r.file_path, r.file_size);
+        if (!cached_) return server_error(r.file_path);
+      } else {
+        fd_ = ::open(r.file_path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) return server_error(r.file_path);
+        file_offset_ = static_cast<off_t>(r.file_offset);
+        file_left_ = r.file_length;
+      }
+    }
+    head_.clear();
+    fmt::format_to(std::back_inserter(head_), "HTTP/1.1 {} {}\r\nDate: {}\r\nServer: kiln\r\n", r.status,
+                   reason_phrase(r.status), http_date());
+    for (const auto& [k, v] : r.headers) {
+      if (v.find_first_of("\r\n") != std::string::npos) continue;  // never let a value split the header
+      head_.append(k).append(": ").append(v).append("\r\n");
+    }
+    if (!bodyless) fmt::format_to(std::back_inserter(head_), "Content-Length: {}\r\n", r.content_length());
+    if (!keep_alive_) head_.append("Connection: close\r\n");
+    head_.append("\r\n");
+
+    stream_.expires_after(srv_.options.read_timeout);
+    auto self = shared_from_this();
+    if (!send_body || fd_ >= 0) {
+      net::async_write(stream_, net::buffer(head_), [self](beast::error_code ec, std::size_t) {
+        if (ec) return self->close();
+        if (self->fd_ >= 0) return self->send_file();
+        self->done();
+      });
+      return;
+    }
+    if (cached_) {
+      body_ = {};
+      std::array<net::const_buffer, 2> bufs{net::buffer(head_),
+                                            net::buffer(cached_->data() + r.file_offset, r.file_length)};
+      net::async_write(stream_, bufs, [self](beast::error_code ec, std::size_t) {
+        self->cached_.reset();
+        if (ec) return self->close();
+        self->done();
+      });
+      return;
+    }
+    body_ = std::move(r.body);
+    std::array<net::const_buffer, 2> bufs{net::buffer(head_), net::buffer(body_)};
+    net::async_write(stream_, bufs, [self](beast::error_code ec, std::size_t) {
+      if (ec) return self->close();
+      self->done();
+    });
+  }
+
+  void server_error(const std::string& path) {
+    spdlog::error("serve: cannot read blob {}: {}", path, std::strerror(errno));
+    cached_.reset();
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    keep_alive_ = false;
+    Response r;
+    r.status = 500;
+    r.body = "500 Internal Server Error: a published file could not be read; the server log says why.\n";
+    r.headers.emplace_back("Content-Type", "text/plain; charset=utf-8");
+    write(std::move(r));
+  }
+
+  // Until the socket's send buffer is full, then wait for room (bounded by the write timeout).
+  void send_file() {
+    int sock = stream_.socket().native_handle();
+    while (file_left_ > 0) {
+      ssize_t n = ::sendfile(sock, fd_, &file_offset_, std::min<std::uint64_t>(file_left_, 4u << 20));
+      if (n > 0) {
+        file_left_ -= static_cast<std::uint64_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        auto self = shared_from_this();
+        wait_timer_.expires_after(srv_.options.read_timeout);
+        wait_timer_.async_wait([self](beast::error_code ec) {
+          if (!ec) self->stream_.socket().cancel();
+        });
+        stream_.socket().async_wait(tcp::socket::wait_write, [self](beast::error_code ec) {
+          self->wait_timer_.cancel();
+          if (ec) return self->close();
+          self->send_file();
+        });
+        return;
+      }
+      return close();  // the peer left, or the blob shrank under us (it never should)
+    }
+    ::close(fd_);
+    fd_ = -1;
+    done();
+  }
+
+  void done() {
+    if (drain_) return drain();
+    if (!keep_alive_ || srv_.stopping) return close();
+    read();
+  }
+
+  // After refusing a request whose rest is still arriving: closing with unread bytes would
+  // send a reset that can destroy our answer in the client's buffer, so read them away first
+  // (up to 64 KiB or 2 s).
+  void drain() {
+    drain_ = false;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    discard_.assign(4096, '\0');
+    drain_some(0);
+  }
+
+  void drain_some(std::size_t total) {
+    if (total > 64 * 1024) return close();
+    auto self = shared_from_this();
+    stream_.async_read_some(net::buffer(discard_), [self, total](beast::error_code ec, std::size_t n) {
+      if (ec) return self->close();
+      self->drain_some(total + n);
+    });
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().close(ec);
+  }
+
+  Server::Impl& srv_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  net::steady_timer wait_timer_;
+  std::string client_;
+  bool local_ = false;
+  bool busy_ = false;
+  bool keep_alive_ = true;
+  bool closed_ = false;
+  bool drain_ = false;
+  std::string discard_;
+  std::string head_;
+  std::string body_;
+  std::shared_ptr<const std::string> cached_;
+  int fd_ = -1;
+  off_t file_offset_ = 0;
+  std::uint64_t file_left_ = 0;
+};
+
+void start_session(Server::Impl& server, tcp::socket socket) {
+  auto s = std::make_shared<Session>(server, std::move(socket));
+  {
+    std::lock_guard lock(server.sessions_mu);
+    server.sessions.emplace(s.get(), s);
+  }
+  s->start();
+}
+
+void nudge_sessions(Server::Impl& server) {
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(server.sessions_mu);
+    for (auto& [p, w] : server.sessions) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) net::post(s->executor(), [s] { s->nudge(); });
+}
+
+}  // namespace kiln::server::http

@@ -1,0 +1,91 @@
+// A real browser against `kiln serve`: headless Chromium (Debian's, driven by playwright-core)
+// opens a password-protected artifact, gets the login form (not a Basic-auth dialog), fills it and
+// sees the page. Screenshots are kept in BUILD/test-artifacts/ (browser-login-form.png, then
+// browser-login.png). If Chromium cannot start here the test is reported as skipped with the
+// reason, never as passed.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, test } from 'node:test';
+
+import { connectClient, kilnBin, structured, tempDir } from '../lib/kiln.mjs';
+import { readServeInfo, stopProcess } from '../lib/http.mjs';
+
+const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
+const PASSWORD = 'open sesame 42';
+const home = tempDir('kiln-browser-home-');
+let daemonPid;
+
+after(async () => {
+  if (daemonPid) await stopProcess(daemonPid);
+});
+
+async function launch() {
+  if (!fs.existsSync(CHROMIUM)) return { why: `${CHROMIUM} not installed (Debian package chromium)` };
+  let chromium;
+  try {
+    ({ chromium } = await import('playwright-core'));
+  } catch (e) {
+    return { why: `playwright-core not installed in tests/node_modules: ${e.message}` };
+  }
+  // Chromium's own sandbox cannot start as root; the test page is ours, so that is fine here.
+  const args = process.getuid?.() === 0 ? ['--no-sandbox'] : [];
+  try {
+    return { browser: await chromium.launch({ executablePath: CHROMIUM, args, timeout: 60000 }) };
+  } catch (e) {
+    return { why: `Chromium did not start: ${String(e.message).split('\n')[0]}` };
+  }
+}
+
+test('a browser logs in to a password-protected artifact and sees the page', async (t) => {
+  const { browser, why } = await launch();
+  if (!browser) {
+    console.log(`# browser test not run: ${why}`);
+    t.skip(why);
+    return;
+  }
+  const ws = tempDir('kiln-browser-ws-');
+  fs.mkdirSync(path.join(ws, 'report'));
+  fs.writeFileSync(path.join(ws, 'report', 'index.html'),
+    '<!doctype html><html><head><title>Build report</title><link rel="stylesheet" href="style.css"></head>' +
+    '<body><h1 id="title">All 42 checks passed</h1><p>Published by kiln.</p></body></html>\n');
+  fs.writeFileSync(path.join(ws, 'report', 'style.css'), 'body{font-family:sans-serif;background:#eef7ee} h1{color:#185c18}\n');
+  const s = await connectClient({ args: ['--workspace', ws], home, env: { KILN_SERVE_LISTEN: '127.0.0.1:0' } });
+  let pub;
+  try {
+    pub = structured(await s.client.callTool({ name: 'publish', arguments: { path: 'report', name: 'report', share: 'password', password: PASSWORD } },
+      undefined, { timeout: 60000 }));
+  } finally {
+    await s.close();
+  }
+  daemonPid = readServeInfo(home)?.pid;
+  try {
+    const page = await browser.newPage();
+    const first = await page.goto(pub.url);
+    assert.equal(first.status(), 401);
+    const field = page.locator('input[type=password]');
+    await field.waitFor({ state: 'visible', timeout: 10000 });
+    assert.match(await page.title(), /password required/);
+    const outDir = path.join(path.dirname(kilnBin()), 'test-artifacts');
+    fs.mkdirSync(outDir, { recursive: true });
+    await page.screenshot({ path: path.join(outDir, 'browser-login-form.png') });
+    await field.fill(PASSWORD);
+    // The form posts, the server answers 303 back to the page with the session cookie.
+    await page.locator('button[type=submit]').click();
+    await page.locator('#title').waitFor({ timeout: 10000 });
+    assert.equal(page.url(), pub.url);
+    assert.equal(await page.locator('#title').textContent(), 'All 42 checks passed');
+    // The stylesheet came through the same cookie.
+    const color = await page.locator('h1').evaluate((el) => getComputedStyle(el).color);
+    assert.equal(color, 'rgb(24, 92, 24)');
+    const cookies = await page.context().cookies();
+    const session = cookies.find((c) => c.name === 'kiln_session');
+    assert.ok(session?.httpOnly, 'an HttpOnly session cookie');
+    const shot = path.join(outDir, 'browser-login.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    assert.ok(fs.statSync(shot).size > 1000);
+    console.log(`# screenshot: ${shot}`);
+  } finally {
+    await browser.close();
+  }
+});

@@ -1,0 +1,300 @@
+// Access decisions: public, password (Argon2id, cookies, rate limit), invite (tokens, revoke,
+// expiry), artifact expiry, and that no password or token is ever stored in clear.
+#include "artifact_test_support.h"
+
+using namespace kiln;
+using namespace kiln::artifacts;
+using namespace kiln::artifacts::testing;
+
+namespace {
+
+Credentials with_password(std::string pw, std::string client = "10.0.0.1") {
+  Credentials c;
+  c.password = std::move(pw);
+  c.client = std::move(client);
+  return c;
+}
+
+Credentials with_cookie(std::string cookie) {
+  Credentials c;
+  c.cookie = std::move(cookie);
+  c.client = "10.0.0.1";
+  return c;
+}
+
+Credentials with_invite(std::string token) {
+  Credentials c;
+  c.invite_token = std::move(token);
+  c.client = "10.0.0.1";
+  return c;
+}
+
+PublishRequest protected_site(const Fixture& f, const std::string& password) {
+  auto req = f.request("site");
+  req.share = Share::password;
+  req.password = password;
+  return req;
+}
+
+}  // namespace
+
+TEST_CASE("public artifacts are open; unknown names and versions are not found") {
+  Fixture f;
+  f.publish("site");
+  f.publish("site");
+  auto d = f.store->check_access("site", std::nullopt, {});
+  CHECK(d.outcome == AccessOutcome::allowed);
+  CHECK(d.share == Share::public_);
+  CHECK(d.version == 2);
+  CHECK_FALSE(d.set_cookie);
+  CHECK(f.store->check_access("site", 1, {}).version == 1);
+  CHECK(f.store->check_access("site", 7, {}).outcome == AccessOutcome::not_found);
+  CHECK(f.store->check_access("nope", std::nullopt, {}).outcome == AccessOutcome::not_found);
+}
+
+TEST_CASE("password: login, cookie, tampering, password change") {
+  Fixture f;
+  auto r = f.publish(protected_site(f, "correct horse"));
+  CHECK(r.artifact.share == Share::password);
+  CHECK(r.artifact.has_password);
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::need_login);
+  CHECK(f.store->check_access("site", std::nullopt, with_password("wrong")).outcome == AccessOutcome::need_login);
+  CHECK(f.store->check_access("site", std::nullopt, with_password("")).outcome == AccessOutcome::need_login);
+  auto ok = f.store->check_access("site", std::nullopt, with_password("correct horse"));
+  REQUIRE(ok.outcome == AccessOutcome::allowed);
+  CHECK(ok.version == 1);
+  REQUIRE(ok.set_cookie);
+  const std::string cookie = *ok.set_cookie;
+  CHECK(cookie.find("correct") == std::string::npos);
+
+  auto again = f.store->check_access("site", 1, with_cookie(cookie));
+  CHECK(again.outcome == AccessOutcome::allowed);
+  CHECK_FALSE(again.set_cookie);  // a valid cookie needs no new one
+  CHECK(f.store->check_access("site", 2, with_cookie(cookie)).outcome == AccessOutcome::not_found);
+
+  std::string tampered = cookie;
+  tampered[tampered.size() / 3] = tampered[tampered.size() / 3] == 'A' ? 'B' : 'A';
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(tampered)).outcome == AccessOutcome::need_login);
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie("garbage")).outcome == AccessOutcome::need_login);
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie("")).outcome == AccessOutcome::need_login);
+  // A cookie for one artifact opens no other.
+  auto other = f.request("report.html", "other");
+  other.share = Share::password;
+  other.password = "correct horse";
+  f.publish(other);
+  CHECK(f.store->check_access("other", std::nullopt, with_cookie(cookie)).outcome == AccessOutcome::need_login);
+  // Still valid after a restart (the key is kept), until it expires.
+  f.reopen();
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(cookie)).outcome == AccessOutcome::allowed);
+  f.advance(12 * 3600 + 1);
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(cookie)).outcome == AccessOutcome::need_login);
+
+  auto fresh = f.store->check_access("site", std::nullopt, with_password("correct horse"));
+  REQUIRE(fresh.set_cookie);
+  ShareRequest change;
+  change.name = "site";
+  change.password = "battery staple";
+  auto s = f.store->share(change);
+  REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(*fresh.set_cookie)).outcome == AccessOutcome::need_login);
+  CHECK(f.store->check_access("site", std::nullopt, with_password("correct horse")).outcome == AccessOutcome::need_login);
+  CHECK(f.store->check_access("site", std::nullopt, with_password("battery staple")).outcome == AccessOutcome::allowed);
+}
+
+TEST_CASE("password: five failures within five minutes lock out that client") {
+  Fixture f;
+  f.publish(protected_site(f, "pw"));
+  for (int i = 0; i < 5; ++i)
+    CHECK(f.store->check_access("site", std::nullopt, with_password("guess")).outcome == AccessOutcome::need_login);
+  auto limited = f.store->check_access("site", std::nullopt, with_password("pw"));
+  CHECK(limited.outcome == AccessOutcome::rate_limited);
+  CHECK(limited.retry_after_s > 0);
+  CHECK(limited.retry_after_s <= 300);
+  CHECK_FALSE(limited.set_cookie);
+  // Another client is not affected.
+  CHECK(f.store->check_access("site", std::nullopt, with_password("pw", "10.0.0.2")).outcome == AccessOutcome::allowed);
+  f.advance(120);
+  auto later = f.store->check_access("site", std::nullopt, with_password("pw"));
+  CHECK(later.outcome == AccessOutcome::rate_limited);
+  CHECK(later.retry_after_s <= 180);
+  f.advance(181);
+  CHECK(f.store->check_access("site", std::nullopt, with_password("pw")).outcome == AccessOutcome::allowed);
+  // A success starts the count again.
+  for (int i = 0; i < 4; ++i) f.store->check_access("site", std::nullopt, with_password("guess"));
+  CHECK(f.store->check_access("site", std::nullopt, with_password("pw")).outcome == AccessOutcome::allowed);
+  for (int i = 0; i < 4; ++i) f.store->check_access("site", std::nullopt, with_password("guess"));
+  CHECK(f.store->check_access("site", std::nullopt, with_password("pw")).outcome == AccessOutcome::allowed);
+}
+
+TEST_CASE("invite: one link per name, revocable, expiring") {
+  Fixture f;
+  auto req = f.request("site");
+  req.share = Share::invite;
+  req.invite_names = {"alice", "bob@example.com"};
+  auto r = f.publish(req);
+  REQUIRE(r.new_invites.size() == 2);
+  CHECK(r.artifact.invites.size() == 2);
+  CHECK(r.artifact.invites[0].token.empty());  // never readable again
+  const std::string alice = r.new_invites[0].token, bob = r.new_invites[1].token;
+  CHECK(alice.size() >= 43);
+  CHECK(alice != bob);
+
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::denied);
+  CHECK(f.store->check_access("site", std::nullopt, with_invite("not-a-token")).outcome == AccessOutcome::denied);
+  auto a = f.store->check_access("site", std::nullopt, with_invite(alice));
+  REQUIRE(a.outcome == AccessOutcome::allowed);
+  CHECK(a.invite_name == "alice");
+  REQUIRE(a.set_cookie);
+  const std::string alice_cookie = *a.set_cookie;
+  auto by_cookie = f.store->check_access("site", 1, with_cookie(alice_cookie));
+  CHECK(by_cookie.outcome == AccessOutcome::allowed);
+  CHECK(by_cookie.invite_name == "alice");
+  CHECK(f.store->check_access("site", std::nullopt, with_invite(bob)).invite_name == "bob@example.com");
+
+  // A live invite is not silently replaced.
+  ShareRequest dup;
+  dup.name = "site";
+  dup.invite_names = {"alice"};
+  CHECK(f.store->share(dup).error().code == Errc::conflict);
+
+  ShareRequest revoke;
+  revoke.name = "site";
+  revoke.revoke = {"alice"};
+  auto rv = f.store->share(revoke);
+  REQUIRE(rv);
+  CHECK(rv->artifact.invites[0].revoked);
+  auto denied = f.store->check_access("site", std::nullopt, with_invite(alice));
+  CHECK(denied.outcome == AccessOutcome::denied);
+  CHECK(denied.invite_name == "alice");
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(alice_cookie)).outcome == AccessOutcome::denied);
+  CHECK(f.store->check_access("site", std::nullopt, with_invite(bob)).outcome == AccessOutcome::allowed);
+  revoke.revoke = {"carol"};
+  CHECK(f.store->share(revoke).error().code == Errc::not_found);
+
+  // Revoke and invite in one call: a new link for alice; the old one stays dead.
+  ShareRequest renew;
+  renew.name = "site";
+  renew.revoke = {"alice"};
+  renew.invite_names = {"alice"};
+  renew.invite_expires_in_s = 60;
+  auto rn = f.store->share(renew);
+  REQUIRE_MESSAGE(rn, (rn ? "" : rn.error().message));
+  REQUIRE(rn->new_invites.size() == 1);
+  CHECK(rn->new_invites[0].expires_at.has_value());
+  const std::string alice2 = rn->new_invites[0].token;
+  auto a2 = f.store->check_access("site", std::nullopt, with_invite(alice2));
+  REQUIRE(a2.outcome == AccessOutcome::allowed);
+  REQUIRE(a2.set_cookie);
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(alice_cookie)).outcome == AccessOutcome::denied);
+  CHECK(f.store->check_access("site", std::nullopt, with_invite(alice)).outcome == AccessOutcome::denied);
+
+  f.advance(61);
+  CHECK(f.store->check_access("site", std::nullopt, with_invite(alice2)).outcome == AccessOutcome::denied);
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(*a2.set_cookie)).outcome == AccessOutcome::denied);
+  CHECK(f.store->check_access("site", std::nullopt, with_invite(bob)).outcome == AccessOutcome::allowed);
+  auto info = f.store->get("site");
+  REQUIRE(info);
+  REQUIRE(info->has_value());
+  CHECK((*info)->invites.back().expired);
+  // An expired invite's name can be invited again.
+  dup.invite_names = {"alice"};
+  CHECK(f.store->share(dup).has_value());
+}
+
+TEST_CASE("the whole artifact's share expires") {
+  Fixture f;
+  auto req = f.request("site");
+  req.expires_in_s = 10;
+  auto r = f.publish(req);
+  REQUIRE(r.artifact.expires_at);
+  CHECK_FALSE(r.artifact.expired);
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::allowed);
+  f.advance(11);
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::expired);
+  auto info = f.store->get("site");
+  REQUIRE(info);
+  CHECK((*info)->expired);
+  ShareRequest clear;
+  clear.name = "site";
+  clear.expires_in_s = 0;
+  auto c = f.store->share(clear);
+  REQUIRE(c);
+  CHECK_FALSE(c->artifact.expires_at);
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::allowed);
+}
+
+TEST_CASE("share changes: mode switches, what each needs, and old cookies") {
+  Fixture f;
+  f.publish("site");
+  ShareRequest s;
+  s.name = "site";
+  s.share = Share::password;
+  CHECK(f.store->share(s).error().code == Errc::invalid_argument);  // no password
+  s.password = "pw";
+  auto on = f.store->share(s);
+  REQUIRE(on);
+  CHECK(on->artifact.share == Share::password);
+  auto login = f.store->check_access("site", std::nullopt, with_password("pw"));
+  REQUIRE(login.set_cookie);
+  ShareRequest pub;
+  pub.name = "site";
+  pub.share = Share::public_;
+  auto off = f.store->share(pub);
+  REQUIRE(off);
+  CHECK_FALSE(off->artifact.has_password);  // leaving password mode forgets it
+  ShareRequest back;
+  back.name = "site";
+  back.share = Share::password;
+  CHECK(f.store->share(back).error().code == Errc::invalid_argument);
+  back.password = "pw";
+  REQUIRE(f.store->share(back));
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(*login.set_cookie)).outcome == AccessOutcome::need_login);
+  ShareRequest bad;
+  bad.name = "site";
+  bad.share = Share::public_;
+  bad.password = "x";
+  CHECK(f.store->share(bad).error().code == Errc::invalid_argument);
+  bad.password.clear();
+  bad.invite_names = {"x"};
+  CHECK(f.store->share(bad).error().code == Errc::invalid_argument);
+  bad.share.reset();
+  bad.invite_names = {"bad\nname"};
+  CHECK(f.store->share(bad).error().code == Errc::invalid_argument);
+  ShareRequest unknown;
+  unknown.name = "nope";
+  CHECK(f.store->share(unknown).error().code == Errc::not_found);
+  // Invites alone imply invite mode.
+  ShareRequest inv;
+  inv.name = "site";
+  inv.invite_names = {"dana"};
+  auto i = f.store->share(inv);
+  REQUIRE(i);
+  CHECK(i->artifact.share == Share::invite);
+}
+
+TEST_CASE("no password or invite token is stored in clear") {
+  Fixture f;
+  const std::string password = "hunter2-very-distinctive";
+  auto req = protected_site(f, password);
+  f.publish(req);
+  auto state_bytes = [&] {
+    std::string bytes;
+    for (const char* file : {"/artifacts.db", "/artifacts.db-wal"})
+      if (std::filesystem::exists(f.state.path + file)) bytes += read_file(f.state.path + file);
+    return bytes;
+  };
+  std::string before = state_bytes();
+  CHECK(before.find(password) == std::string::npos);
+  CHECK(before.find("$argon2id$") != std::string::npos);
+  ShareRequest s;
+  s.name = "site";
+  s.share = Share::invite;
+  s.invite_names = {"eve"};
+  auto r = f.store->share(s);
+  REQUIRE(r);
+  const std::string token = r->new_invites.at(0).token;
+  std::string after = state_bytes();
+  REQUIRE(after.size() > 0);
+  CHECK(after.find(password) == std::string::npos);
+  CHECK(after.find(token) == std::string::npos);
+}
