@@ -57,17 +57,7 @@ int verify_command(const VerifyOptions& o, const std::string& state_dir) {
   }
   // Ctrl-C cancels the running check (its whole tree is killed) and the rest; the result and the
   // trace still say what happened.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  std::stop_source stop;
-  std::thread([sigs, stop]() mutable {
-    int sig = 0;
-    if (sigwait(&sigs, &sig) == 0) stop.request_stop();
-  }).detach();
+  std::stop_source stop = stop_on_termination_signals();
 
   auto state = workspace::StateStore::open(state_dir);
   if (!state) {

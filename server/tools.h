@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct VerifyOptions {
 };
 int verify_command(const VerifyOptions& options, const std::string& state_dir);
 int secret_command(const std::string& action, const std::string& name, const std::string& state_dir);
+// For one-shot commands (`kiln run`, `kiln verify`): SIGINT, SIGTERM and SIGHUP are taken by a
+// thread that requests the returned stop, so Ctrl-C kills the sandboxed tree and kiln still
+// reports and exits with the right code. Call before any other thread starts.
+std::stop_source stop_on_termination_signals();
 // KILN_SANDBOX_HELPER, else kiln-sandbox next to the kiln binary.
 std::string default_helper_path();
 

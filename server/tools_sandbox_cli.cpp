@@ -50,6 +50,21 @@ int exit_code_for(const sbx::ExecResult& r) {
 
 }  // namespace
 
+std::stop_source stop_on_termination_signals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::stop_source stop;
+  std::thread([sigs, stop]() mutable {
+    int sig = 0;
+    if (sigwait(&sigs, &sig) == 0) stop.request_stop();
+  }).detach();
+  return stop;
+}
+
 std::string default_helper_path() {
   if (const char* e = std::getenv("KILN_SANDBOX_HELPER"); e && *e) return e;
   char buf[PATH_MAX];
@@ -76,17 +91,7 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   }
   // Signals are taken by a thread that cancels the run, so Ctrl-C kills the sandboxed tree and
   // kiln still reports and exits with the right code.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  std::stop_source stop;
-  std::thread([sigs, stop]() mutable {
-    int sig = 0;
-    if (sigwait(&sigs, &sig) == 0) stop.request_stop();
-  }).detach();
+  std::stop_source stop = stop_on_termination_signals();
 
   // The run is recorded like an agent's: a trace under the folder's workspace record. The stores
   // are opened before the sandbox manager so they outlive its last clean-up callback.
