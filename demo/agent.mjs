@@ -2,9 +2,9 @@
 // opens a temporary copy of examples/sample-project (the repo copy is never touched), looks around,
 // makes one edit and reads it back, runs the tests in a sandbox, then does the fix-a-failing-test
 // loop: `verify` fails on the sample's deliberate bug (kebabCase does not lower-case), the failure
-// is read from the check's trace, `file_edit` fixes it and `verify` passes. It prints a short
-// transcript and exits non-zero if a step errors or a result is not what the step expects. The
-// session is a list of steps so later features (publish) are one more entry each.
+// is read from the check's trace, `file_edit` fixes it and `verify` passes. Then it publishes the
+// report page behind a password and fetches its URL without and with the password. It prints a
+// short transcript and exits non-zero if a step errors or a result is not what the step expects.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -41,6 +41,8 @@ const BUG = {
   new_text: "  return words(text).map((w) => w.toLowerCase()).join('-');",
 };
 const TESTS_TOTAL = 10;
+// The demo's own throwaway password for the published report (a real user picks one).
+const DEMO_PASSWORD = 'kiln-demo-' + createHash('sha256').update(String(process.pid) + Date.now()).digest('hex').slice(0, 8);
 
 const runText = (run) => (Array.isArray(run) ? JSON.stringify(run) : run);
 function checkLines(checks) {
@@ -157,7 +159,8 @@ const steps = [
       console.log(lines.map((l) => `    -> ${l}`).join('\n'));
       const test = r.checks.find((c) => c.name === 'test');
       expect(r.status === 'fail', `verify status is fail (got ${r.status})`);
-      expect(r.checks.filter((c) => c.name !== 'test').every((c) => c.status === 'pass'), 'every check but "test" passes');
+      expect(r.checks.find((c) => c.name === 'load')?.status === 'pass', 'the "load" check passes');
+      expect(r.checks.find((c) => c.name === 'report')?.status === 'skipped', 'the "report" check after the failed one is skipped');
       expect(test?.status === 'fail' && test.exit_code === 1, `the test check fails with exit 1 (got ${test?.status}, exit ${test?.exit_code})`);
       expect(test.tests, 'the junit report of the test check was parsed (tests is not null)');
       expect(test.tests.failed === 1 && test.tests.passed === TESTS_TOTAL - 1 && test.tests.skipped === 0,
@@ -228,7 +231,46 @@ const steps = [
       expect(r.status === 'pass' && r.checks.every((c) => c.status === 'pass'), `verify status is pass with every check passing (got ${r.status})`);
       expect(test?.tests?.passed === TESTS_TOTAL && test.tests.failed === 0 && (test.tests.failures ?? []).length === 0,
         `all ${TESTS_TOTAL} tests pass (got ${JSON.stringify(test?.tests)})`);
+      const report = r.checks.find((c) => c.name === 'report');
+      expect(report?.status === 'pass', `the report check wrote reports/index.html (got ${report?.status})`);
       return [];
+    },
+  },
+  {
+    note: "publish the report page; its name and share mode (password) come from kiln.json's \"publish\" section",
+    tool: 'publish',
+    args: () => ({ path: 'reports', password: DEMO_PASSWORD }),
+    show: (r, ctx) => {
+      expect(r.share === 'password' && r.artifact === 'textkit-report', `a password-protected artifact textkit-report (got ${r.share}, ${r.artifact})`);
+      expect(/^http:\/\/[^/]+\/a\/textkit-report\/$/.test(r.url), `a URL at /a/textkit-report/ (got ${r.url})`);
+      expect(!JSON.stringify(r).includes(DEMO_PASSWORD), 'the password is not in the result');
+      ctx.url = r.url;
+      return [
+        `${r.artifact} v${r.version}: ${r.files} files, ${r.bytes} bytes, share ${r.share}, trace ${r.trace_id}`,
+        `URL: ${r.url}   (password: ${DEMO_PASSWORD})`,
+        `this version stays at ${r.version_url}`,
+      ];
+    },
+  },
+  {
+    note: 'open the URL as a visitor would: first without the password, then with it (HTTP Basic)',
+    http: async (ctx) => {
+      const anon = await fetch(ctx.url, { headers: { accept: 'text/html' } });
+      const anonBody = await anon.text();
+      expect(anon.status === 401 && /<form/i.test(anonBody) && !anonBody.includes('all passing'),
+        `without the password: 401 and a login form, not the page (got ${anon.status})`);
+      const basic = 'Basic ' + Buffer.from(`visitor:${DEMO_PASSWORD}`).toString('base64');
+      const ok = await fetch(ctx.url, { headers: { authorization: basic } });
+      const page = await ok.text();
+      expect(ok.status === 200 && /textkit test report: all passing/.test(page),
+        `with the password: 200 and the report page (got ${ok.status})`);
+      const title = page.match(/<h1>(.*?)<\/h1>/)?.[1];
+      const summary = page.match(/<p id="summary">(.*?)<\/p>/)?.[1];
+      return [
+        `GET ${ctx.url} without a password: ${anon.status} ${anon.statusText}, ${anon.headers.get('content-type')} (the login page)`,
+        `GET ${ctx.url} with the password: ${ok.status} ${ok.statusText}, ${ok.headers.get('content-type')}`,
+        `    "${title}" - ${summary}`,
+      ];
     },
   },
 ];
@@ -242,10 +284,23 @@ function brief(args) {
     .map(([k, v]) => {
       let s = typeof v === 'string' ? v : JSON.stringify(v);
       if (k === 'if_sha256') s = s.slice(0, 12) + '...';
+      if (k === 'password') s = '(hidden)';
       if (s.length > 70) s = s.slice(0, 67) + '...';
       return `${k}=${s}`;
     })
     .join(' ');
+}
+
+// publish started a `kiln serve` for the demo's throwaway state directory; in real use it keeps
+// serving after the agent is gone, but the demo cleans up after itself.
+function stopServe(home) {
+  try {
+    const { pid } = JSON.parse(fs.readFileSync(path.join(home, 'serve.json'), 'utf8'));
+    process.kill(pid, 'SIGTERM');
+    console.log(`stopped the demo's kiln serve (pid ${pid}); a real one keeps serving published artifacts`);
+  } catch {
+    // none was started (the demo stopped before publishing)
+  }
 }
 
 async function main() {
@@ -264,6 +319,20 @@ async function main() {
   let failed = 0;
   const available = new Set(tools.map((t) => t.name));
   for (const [i, step] of steps.entries()) {
+    if (step.http) {
+      // Not a tool call: what a person with the link sees.
+      console.log(`[${i + 1}] HTTP`);
+      console.log(`    (${step.note})`);
+      try {
+        for (const line of await step.http(ctx)) console.log(`    -> ${line}`);
+      } catch (e) {
+        console.log(`    !! ${e instanceof ExpectationFailed ? 'unexpected answer: expected ' : ''}${e.message}\n`);
+        failed++;
+        break;
+      }
+      console.log();
+      continue;
+    }
     const args = step.args(ctx);
     console.log(`[${i + 1}] ${step.tool}  ${brief(args)}`);
     console.log(`    (${step.note})`);
@@ -299,6 +368,7 @@ async function main() {
     console.log();
   }
   await session.close();
+  stopServe(home);
   if (failed) {
     console.log('demo stopped at a failed step');
     process.exitCode = 1;

@@ -82,10 +82,13 @@ int publish_command(const PublishOptions& o, const std::string& state_dir) {
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
   if (ec) return report(Error{Errc::io, "cannot read the current directory: " + ec.message()});
-  const fs::path target = fs::absolute(o.path, ec).lexically_normal();
+  // No PATH: kiln.json's publish.path, in the workspace (--workspace or the current directory).
+  const fs::path target = o.path.empty() ? fs::path() : fs::absolute(o.path, ec).lexically_normal();
   fs::path ws_dir;
   if (!o.workspace.empty()) {
     ws_dir = fs::absolute(o.workspace, ec);
+  } else if (o.path.empty()) {
+    ws_dir = cwd;
   } else {
     // The current directory when PATH is inside it; else PATH's own folder (or PATH itself).
     auto rel = target.lexically_relative(cwd);
@@ -113,11 +116,12 @@ int publish_command(const PublishOptions& o, const std::string& state_dir) {
 
   req.workspace_id = ws->id;
   req.root = &*root;
-  req.path = target.string();
+  req.path = o.path.empty() ? std::string() : target.string();
   req.name = o.name;
   req.share = *share;
   req.invite_names = o.invites;
   req.expires_in_s = o.expires_in_s;
+  if (auto d = apply_publish_defaults(**store, req); !d) return report(d.error());
   auto p = publish_traced(**traces, **store, std::move(req), json{{"name", "kiln-cli"}, {"version", KILN_VERSION}});
   if (!p) return report(p.error());
   ServeBase base = serve_base(state_dir, true);
@@ -245,7 +249,7 @@ int artifacts_command(const ArtifactsOptions& o, const std::string& state_dir) {
 
 PublishCommands::PublishCommands(CLI::App& app, std::string& state_dir) {
   publish_ = app.add_subcommand("publish", "Publish a folder or file at a URL served by `kiln serve` (started if needed)");
-  publish_->add_option("path", pub_.path, "Folder or file to publish")->required();
+  publish_->add_option("path", pub_.path, "Folder or file to publish (default: kiln.json's publish.path)");
   publish_->add_option("--name", pub_.name, "Artifact name in the URL /a/NAME/ (default: the path's last component)");
   publish_->add_option("--share", pub_.share, "public, password or invite (default: keep; public when new)")
       ->check(CLI::IsMember({"public", "password", "invite"}));

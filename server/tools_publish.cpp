@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "server/run_tracing.h"
+#include "server/kiln_config.h"
+#include "server/workspace_opening.h"
 #include "server/serve_daemon.h"
 #include "server/session_state.h"
 #include "server/tool_registry.h"
@@ -127,6 +129,37 @@ Result<TracedPublish> publish_traced(traces::TraceStore& traces, art::ArtifactSt
   return TracedPublish{std::move(*r), rec->id};
 }
 
+Result<void> apply_publish_defaults(art::ArtifactStore& store, art::PublishRequest& req) {
+  if (!req.root) return fail(Errc::internal, "publish without a workspace");
+  if (!req.path.empty() && !req.name.empty() && req.share) return {};
+  LoadedConfig cfg = load_config(*req.root);
+  if (!cfg.error.empty()) {
+    return fail(Errc::invalid_argument,
+                cfg.error + "; fix kiln.json (its \"publish\" section gives this publish's defaults), or pass path, "
+                            "name and share explicitly");
+  }
+  const PublishConfig defaults = cfg.typed ? cfg.typed->publish : PublishConfig{};
+  if (req.path.empty()) {
+    if (defaults.path.empty())
+      return fail(Errc::invalid_argument, "no path to publish: pass one, or set \"publish\": {\"path\": \"dist\"} in kiln.json");
+    req.path = defaults.path;
+  }
+  if (req.name.empty()) {
+    if (!defaults.name.empty()) {
+      req.name = defaults.name;
+    } else {
+      auto rel = req.root->relative(req.path);
+      req.name = art::default_artifact_name(rel ? *rel : req.path, req.root->path());
+    }
+  }
+  if (!req.share && !defaults.share.empty()) {
+    auto existing = store.get(req.name);
+    if (!existing) return std::unexpected(existing.error());
+    if (!*existing) req.share = art::parse_share(defaults.share);
+  }
+  return {};
+}
+
 json publish_result_json(const TracedPublish& p, const ServeBase& base) {
   const auto& a = p.result.artifact;
   json out = {{"artifact", a.name},
@@ -186,6 +219,7 @@ Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactSto
   req.password = args.value("password", "");
   req.invite_names = strings(args, "invite");
   if (args.contains("expires_in_s")) req.expires_in_s = args["expires_in_s"].get<std::int64_t>();
+  if (auto d = apply_publish_defaults(store, req); !d) return std::unexpected(d.error());
   auto p = publish_traced(tracer.store(), store, std::move(req), client_json(ctx));
   if (!p) return std::unexpected(p.error());
   tracer.changed(p->trace_id);
@@ -227,7 +261,26 @@ Result<ToolOutput> publish_list(CallContext& ctx, art::ArtifactStore& store, con
   return ToolOutput{std::move(out), std::move(text)};
 }
 
-Result<ToolOutput> publish_share(CallContext&, art::ArtifactStore& store, const json& args) {
+// publish_share and unpublish name an artifact, and artifact names are global to the state
+// directory: an agent may only change artifacts published from the workspace it works in (the
+// user's `kiln artifacts` on the command line can change any).
+Result<void> owned_by_session_workspace(CallContext& ctx, art::ArtifactStore& store, const json& args,
+                                        const std::string& name) {
+  auto ws = ctx.session->workspace_for(args);
+  if (!ws) return std::unexpected(ws.error());
+  auto a = store.get(name);
+  if (!a) return std::unexpected(a.error());
+  if (!*a) return fail(Errc::not_found, fmt::format("no artifact named {} (publish_list shows this workspace's)", name));
+  if ((*a)->workspace_id != (*ws)->id) {
+    return fail(Errc::conflict,
+                fmt::format("artifact {} was published from another workspace, not from {}: open that workspace "
+                            "(workspace_open) to change it, or use `kiln artifacts` on the command line",
+                            name, (*ws)->name));
+  }
+  return {};
+}
+
+Result<ToolOutput> publish_share(CallContext& ctx, art::ArtifactStore& store, const json& args) {
   art::ShareRequest req;
   req.name = args.value("artifact", "");
   req.share = share_arg(args);
@@ -235,6 +288,7 @@ Result<ToolOutput> publish_share(CallContext&, art::ArtifactStore& store, const 
   req.invite_names = strings(args, "invite");
   req.revoke = strings(args, "revoke");
   if (args.contains("expires_in_s")) req.expires_in_s = args["expires_in_s"].get<std::int64_t>();
+  if (auto own = owned_by_session_workspace(ctx, store, args, req.name); !own) return std::unexpected(own.error());
   auto r = store.share(req);
   if (!r) return std::unexpected(r.error());
   // New links must work when handed out; otherwise there is nothing to start a server for.
@@ -259,8 +313,9 @@ Result<ToolOutput> publish_share(CallContext&, art::ArtifactStore& store, const 
   return ToolOutput{std::move(out), std::move(text)};
 }
 
-Result<ToolOutput> unpublish(CallContext&, art::ArtifactStore& store, const json& args) {
+Result<ToolOutput> unpublish(CallContext& ctx, art::ArtifactStore& store, const json& args) {
   std::string name = args.value("artifact", "");
+  if (auto own = owned_by_session_workspace(ctx, store, args, name); !own) return std::unexpected(own.error());
   std::optional<int> version;
   if (args.contains("version")) version = args["version"].get<int>();
   auto r = store.unpublish(name, version);

@@ -46,6 +46,12 @@ struct TracedPublish {
 Result<TracedPublish> publish_traced(traces::TraceStore& traces, artifacts::ArtifactStore& store,
                                      artifacts::PublishRequest req, const nlohmann::json& client);
 
+// Fills what the call left out from kiln.json's "publish" section: the path (`kiln publish` with
+// no PATH; the tool requires one), the name, and the share mode of a new artifact (a later
+// publish keeps the mode publish_share gave it). A broken kiln.json is an error when something
+// was left to it: publishing "password" content publicly because its file had a typo is worse.
+Result<void> apply_publish_defaults(artifacts::ArtifactStore& store, artifacts::PublishRequest& req);
+
 // The publish tool's structured result.
 nlohmann::json publish_result_json(const TracedPublish& p, const ServeBase& base);
 

@@ -36,6 +36,7 @@ test('workspace_open a folder', async () => {
       run: 'mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit --test-reporter-destination=reports/junit.xml test/',
       report: { format: 'junit', path: 'reports/junit.xml' },
     },
+    { name: 'report', run: ['node', 'tools/report.js', 'reports/junit.xml', 'reports/index.html'] },
   ]);
   assert.ok(r.created_at);
 });

@@ -61,6 +61,7 @@ test('workspace_open by path, then by name; workspace_list and workspace_info', 
         run: 'mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit --test-reporter-destination=reports/junit.xml test/',
         report: { format: 'junit', path: 'reports/junit.xml' },
       },
+      { name: 'report', run: ['node', 'tools/report.js', 'reports/junit.xml', 'reports/index.html'] },
     ]);
     const current = structured(await call(s, 'workspace_info', {}));
     assert.equal(current.root, ws, 'workspace_info defaults to the current workspace');
