@@ -145,9 +145,15 @@ Result<void> ArtifactStore::apply_share_locked(Row& row, const ShareChange& chan
     if (any.step() != SQLITE_ROW)
       return fail(Errc::not_found, fmt::format("artifact {} has no invite named '{}'", row.name, n));
   }
+  // Leaving invite mode ends every invite: switching back later must not bring old links to life.
+  if (row.share == Share::invite && mode != Share::invite) {
+    Stmt u(db_, "UPDATE invites SET revoked = 1 WHERE artifact = ?1 AND revoked = 0");
+    u.bind(1, row.name);
+    if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "revoke invites"));
+  }
   std::optional<std::int64_t> invite_expiry;
   if (auto s = change.invite_expires_in_s ? change.invite_expires_in_s : change.expires_in_s; s && *s > 0)
-    invite_expiry = detail::add_seconds(t, *s);
+    invite_expiry = detail::expiry_after(t, *s);
   for (const auto& n : invites) {
     Stmt live(db_, "SELECT id, expires_at FROM invites WHERE artifact = ?1 AND name = ?2 AND revoked = 0");
     live.bind(1, row.name);
@@ -189,7 +195,7 @@ Result<void> ArtifactStore::apply_share_locked(Row& row, const ShareChange& chan
   if (mode != row.share || change.password_hash) ++next.share_gen;
   if (change.expires_in_s) {
     if (*change.expires_in_s == 0) next.expires_at.reset();
-    else next.expires_at = detail::add_seconds(t, *change.expires_in_s);
+    else next.expires_at = detail::expiry_after(t, *change.expires_in_s);
   }
   Stmt u(db_, "UPDATE artifacts SET share = ?2, password_hash = ?3, expires_at = ?4, share_gen = ?5 WHERE name = ?1");
   u.bind(1, row.name);

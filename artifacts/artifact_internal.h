@@ -88,6 +88,8 @@ bool valid_sha256_hex(std::string_view s);
 bool valid_manifest_path(std::string_view p);
 // now + s, saturating instead of overflowing on absurd expiries.
 std::int64_t add_seconds(std::int64_t now, std::int64_t s);
+// now + s + 1: an expiry `s` seconds from a whole-second clock that lasts at least `s` seconds.
+std::int64_t expiry_after(std::int64_t now, std::int64_t s);
 
 }  // namespace detail
 

@@ -335,7 +335,10 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
     if (!row) return std::unexpected(row.error());
     const std::string now_iso = workspace::now_iso8601();
     if (!*row) {
-      Stmt ins(db_, "INSERT INTO artifacts(name, workspace_id, share, created_at) VALUES (?1, ?2, 'public', ?3)");
+      // A name published before and removed whole goes on numbering where it stopped.
+      Stmt ins(db_,
+               "INSERT INTO artifacts(name, workspace_id, share, created_at, next_version) VALUES (?1, ?2, 'public', ?3, "
+               "coalesce((SELECT next_version FROM retired_names WHERE name = ?1), 1))");
       ins.bind(1, name);
       ins.bind(2, req.workspace_id);
       ins.bind(3, now_iso);
@@ -346,6 +349,9 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
       return fail(Errc::conflict, fmt::format("artifact {} belongs to another workspace; pass another name", name));
     }
     Row& r = **row;
+    // Publishing again is asking for the artifact to be seen: an expiry that has already passed
+    // goes (one still ahead stays, unless the call sets another).
+    if (!req.expires_in_s && r.expires_at && *r.expires_at <= now()) change.expires_in_s = 0;
     PublishResult out;
     if (auto a = apply_share_locked(r, change, out.new_invites); !a) return std::unexpected(a.error());
     const int number = int(r.next_version);

@@ -49,6 +49,13 @@ constexpr const char* kSchema =
     "CREATE UNIQUE INDEX IF NOT EXISTS invites_live_name ON invites(artifact, name) WHERE revoked = 0;"
     "PRAGMA user_version = 1;";
 
+// Version 2: an artifact removed whole leaves its next version number behind, so publishing the
+// name again never hands out /a/NAME/v/N/ again (those URLs were served as immutable and
+// browsers keep them for a year).
+constexpr const char* kSchemaV2 =
+    "CREATE TABLE IF NOT EXISTS retired_names (name TEXT PRIMARY KEY, next_version INTEGER NOT NULL);"
+    "PRAGMA user_version = 2;";
+
 bool make_dir(const std::string& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return false;
   ::chmod(path.c_str(), 0700);
@@ -120,12 +127,15 @@ Result<void> ArtifactStore::migrate() {
     Stmt ver(db_, "PRAGMA user_version");
     return ver.ok() && ver.step() == SQLITE_ROW ? ver.int64(0) : 0;
   };
-  if (version() >= 1) return {};
+  if (version() >= 2) return {};
   std::lock_guard lock(mu_);
   Tx tx(db_);
   if (auto r = tx.begin(); !r) return r;
-  if (version() >= 1) return tx.commit();  // another process migrated while we waited
-  if (auto r = exec(kSchema); !r) return r;
+  const auto have = version();  // another process may have migrated while we waited
+  if (have < 1)
+    if (auto r = exec(kSchema); !r) return r;
+  if (have < 2)
+    if (auto r = exec(kSchemaV2); !r) return r;
   return tx.commit();
 }
 
@@ -381,6 +391,13 @@ Result<std::vector<int>> ArtifactStore::unpublish_locked(const std::string& name
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) candidates.insert(s.text(0));
     if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select files"));
+  }
+  if (!version) {
+    Stmt keep(db_,
+              "INSERT INTO retired_names(name, next_version) SELECT name, next_version FROM artifacts WHERE name = ?1 "
+              "ON CONFLICT(name) DO UPDATE SET next_version = max(next_version, excluded.next_version)");
+    keep.bind(1, name);
+    if (keep.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "retire name"));
   }
   {
     Stmt d(db_, version ? "DELETE FROM versions WHERE artifact = ?1 AND number = ?2" : "DELETE FROM artifacts WHERE name = ?1");

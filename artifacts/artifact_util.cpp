@@ -197,5 +197,11 @@ std::int64_t add_seconds(std::int64_t now, std::int64_t s) {
   return s >= kMax - now ? kMax : now + s;
 }
 
+std::int64_t expiry_after(std::int64_t now, std::int64_t s) {
+  // The clock has whole seconds: `now` may be 0.99 s old already, so the extra second makes a
+  // share last at least `s` seconds, never less.
+  return add_seconds(add_seconds(now, s), 1);
+}
+
 }  // namespace detail
 }  // namespace kiln::artifacts

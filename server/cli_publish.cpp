@@ -121,6 +121,7 @@ int publish_command(const PublishOptions& o, const std::string& state_dir) {
   req.share = *share;
   req.invite_names = o.invites;
   req.expires_in_s = o.expires_in_s;
+  req.invite_expires_in_s = o.invite_expires_in_s;
   if (auto d = apply_publish_defaults(**store, req); !d) return report(d.error());
   auto p = publish_traced(**traces, **store, std::move(req), json{{"name", "kiln-cli"}, {"version", KILN_VERSION}});
   if (!p) return report(p.error());
@@ -215,6 +216,7 @@ int artifacts_command(const ArtifactsOptions& o, const std::string& state_dir) {
     req.invite_names = o.invites;
     req.revoke = o.revoke;
     req.expires_in_s = o.expires_in_s;
+    req.invite_expires_in_s = o.invite_expires_in_s;
     if (o.password_stdin) {
       auto pw = read_password();
       if (!pw) return report(pw.error());
@@ -257,6 +259,8 @@ PublishCommands::PublishCommands(CLI::App& app, std::string& state_dir) {
   publish_->add_option("--invite", pub_.invites, "Invite NAME: prints a link of its own (repeatable)");
   publish_->add_option("--expires-in", pub_expires_, "Stop serving after this many seconds (0: never)")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(10) * 365 * 24 * 3600));
+  publish_->add_option("--invite-expires-in", pub_invite_expires_, "The new invite links stop working after this many seconds")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(10) * 365 * 24 * 3600));
   publish_->add_option("--workspace,-w", pub_.workspace, "Workspace folder (default: the current directory)");
   publish_->add_flag("--json", pub_.json, "Print the result as JSON");
   publish_->add_option("--state-dir", state_dir, "State directory");
@@ -274,6 +278,8 @@ PublishCommands::PublishCommands(CLI::App& app, std::string& state_dir) {
   share_->add_option("--revoke", art_.revoke, "Revoke invite NAME (repeatable)");
   share_->add_option("--expires-in", art_expires_, "Stop serving after this many seconds (0: remove the expiry)")
       ->check(CLI::Range(std::int64_t(0), std::int64_t(10) * 365 * 24 * 3600));
+  share_->add_option("--invite-expires-in", art_invite_expires_, "The new invite links stop working after this many seconds")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(10) * 365 * 24 * 3600));
   rm_ = artifacts_->add_subcommand("rm", "Remove an artifact, or one version of it");
   rm_->add_option("--version", version_, "Only this version")->check(CLI::PositiveNumber);
   for (auto* sub : {show_, share_, rm_}) sub->add_option("name", art_.name, "Artifact name");
@@ -286,10 +292,12 @@ bool PublishCommands::parsed() const { return publish_->parsed() || artifacts_->
 int PublishCommands::run(const std::string& state_dir) {
   if (publish_->parsed()) {
     if (publish_->count("--expires-in")) pub_.expires_in_s = pub_expires_;
+    if (publish_->count("--invite-expires-in")) pub_.invite_expires_in_s = pub_invite_expires_;
     return publish_command(pub_, state_dir);
   }
   art_.action = list_->parsed() ? "list" : show_->parsed() ? "show" : share_->parsed() ? "share" : rm_->parsed() ? "rm" : "";
   if (share_->count("--expires-in")) art_.expires_in_s = art_expires_;
+  if (share_->count("--invite-expires-in")) art_.invite_expires_in_s = art_invite_expires_;
   if (rm_->count("--version")) art_.version = version_;
   return artifacts_command(art_, state_dir);
 }

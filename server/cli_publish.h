@@ -21,6 +21,7 @@ struct PublishOptions {
   bool password_stdin = false;
   std::vector<std::string> invites;
   std::optional<std::int64_t> expires_in_s;
+  std::optional<std::int64_t> invite_expires_in_s;  // of the invites created by this command
   bool json = false;
 };
 
@@ -32,6 +33,7 @@ struct ArtifactsOptions {
   bool password_stdin = false;
   std::vector<std::string> invites, revoke;
   std::optional<std::int64_t> expires_in_s;
+  std::optional<std::int64_t> invite_expires_in_s;  // of the invites created by this command
   std::optional<int> version;
   bool json = false;
 };
@@ -61,7 +63,7 @@ class PublishCommands {
   CLI::App* rm_ = nullptr;
   PublishOptions pub_;
   ArtifactsOptions art_;
-  std::int64_t pub_expires_ = 0, art_expires_ = 0;
+  std::int64_t pub_expires_ = 0, art_expires_ = 0, pub_invite_expires_ = 0, art_invite_expires_ = 0;
   int version_ = 0;
 };
 

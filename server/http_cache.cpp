@@ -1,7 +1,7 @@
 // ServeCache's change signal: every commit, by any process, writes the database's WAL, and
-// inotify reports that write; the server's event loop hands the events over and they become a
-// new generation, so lookups cost no system call. The one-second expiry covers what no file
-// event shows (time-based expiry) and the moment before the loop has read the event.
+// inotify reports that write; each lookup drains the queue (one non-blocking read) and any event
+// on the database becomes a new generation. The one-second expiry covers what no file event
+// shows (an artifact's share running out by time).
 #include "server/http_cache.h"
 
 #include <sys/inotify.h>
@@ -44,7 +44,10 @@ ServeCache::~ServeCache() {
   if (inotify_ >= 0) ::close(inotify_);
 }
 
-void ServeCache::on_events() {
+void ServeCache::on_events() const {
+  // One reader at a time, and the generation moves before the lock is let go: a request that
+  // starts after an unpublish returned must see the change even if another thread read the event.
+  std::lock_guard drain(drain_mu_);
   alignas(inotify_event) char buf[8192];
   bool relevant = false;
   ssize_t n;
@@ -77,6 +80,10 @@ std::string ServeCache::key(Kind kind, const std::string& name, std::optional<in
 ServeCache::Stamp ServeCache::stamp() const {
   Stamp s;
   if (inotify_ >= 0) {
+    // inotify queues an event inside the writer's write(2); reading the queue here (one
+    // non-blocking read) rather than waiting for the event loop makes a publish, share change or
+    // unpublish visible to the very next request.
+    on_events();
     s.a[0] = generation_.load(std::memory_order_acquire);
     return s;
   }

@@ -37,9 +37,9 @@ class ServeCache {
   Stamp stamp() const;
 
   // The inotify descriptor (non-blocking), or -1. Its owner's event loop calls on_events()
-  // whenever it is readable: that is what moves the stamp on.
+  // whenever it is readable; stamp() also drains it, so no change waits for the loop.
   int watch_fd() const { return inotify_; }
-  void on_events();
+  void on_events() const;
 
   enum class Kind : char {
     public_answer = 'P',  // URL (version as written) -> allowed + file, public artifacts only
@@ -61,7 +61,8 @@ class ServeCache {
   std::string dir_, db_name_, wal_name_;
   std::chrono::milliseconds ttl_;
   int inotify_ = -1;
-  std::atomic<std::int64_t> generation_{0};
+  mutable std::atomic<std::int64_t> generation_{0};
+  mutable std::mutex drain_mu_;
   std::shared_mutex mu_;
   Stamp seen_;  // the database as it was when the entries were made
   std::unordered_map<std::string, Entry> entries_;

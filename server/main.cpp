@@ -26,7 +26,7 @@ namespace {
 
 void fill_registry(kiln::server::ToolRegistry& registry, kiln::sandbox::SandboxManager& sandboxes,
                    kiln::server::RunTracer* tracer, kiln::artifacts::ArtifactStore* artifacts) {
-  kiln::server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr);
+  kiln::server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr, artifacts);
   kiln::server::register_file_tools(registry);
   kiln::server::register_search_tools(registry);
   kiln::server::register_sandbox_tools(registry, sandboxes, tracer);

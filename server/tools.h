@@ -8,15 +8,17 @@
 
 namespace kiln::sandbox { class SandboxManager; }
 namespace kiln::traces { class TraceStore; }
+namespace kiln::artifacts { class ArtifactStore; }
 
 namespace kiln::server {
 
 class ToolRegistry;
 class RunTracer;
 
-// workspace_open, workspace_list, workspace_info (which lists live sandboxes when given the manager)
+// workspace_open, workspace_list, workspace_info (which lists live sandboxes, traces and
+// artifacts when given their stores)
 void register_workspace_tools(ToolRegistry& registry, sandbox::SandboxManager* sandboxes = nullptr,
-                              traces::TraceStore* traces = nullptr);
+                              traces::TraceStore* traces = nullptr, artifacts::ArtifactStore* artifacts = nullptr);
 void register_file_tools(ToolRegistry& registry);       // file_read, file_write, file_edit, file_move, file_delete
 void register_search_tools(ToolRegistry& registry);     // file_list, file_search
 // sandbox_create, sandbox_exec, sandbox_list, sandbox_destroy, process_output, process_input, process_kill

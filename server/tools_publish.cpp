@@ -219,6 +219,7 @@ Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactSto
   req.password = args.value("password", "");
   req.invite_names = strings(args, "invite");
   if (args.contains("expires_in_s")) req.expires_in_s = args["expires_in_s"].get<std::int64_t>();
+  if (args.contains("invite_expires_in_s")) req.invite_expires_in_s = args["invite_expires_in_s"].get<std::int64_t>();
   if (auto d = apply_publish_defaults(store, req); !d) return std::unexpected(d.error());
   auto p = publish_traced(tracer.store(), store, std::move(req), client_json(ctx));
   if (!p) return std::unexpected(p.error());
@@ -288,6 +289,7 @@ Result<ToolOutput> publish_share(CallContext& ctx, art::ArtifactStore& store, co
   req.invite_names = strings(args, "invite");
   req.revoke = strings(args, "revoke");
   if (args.contains("expires_in_s")) req.expires_in_s = args["expires_in_s"].get<std::int64_t>();
+  if (args.contains("invite_expires_in_s")) req.invite_expires_in_s = args["invite_expires_in_s"].get<std::int64_t>();
   if (auto own = owned_by_session_workspace(ctx, store, args, req.name); !own) return std::unexpected(own.error());
   auto r = store.share(req);
   if (!r) return std::unexpected(r.error());

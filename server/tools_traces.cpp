@@ -117,10 +117,12 @@ Result<ToolOutput> trace_output(CallContext&, RunTracer& tracer, const json& arg
   if (!rec) return std::unexpected(rec.error());
   if (!*rec)
     return fail(Errc::not_found, fmt::format("no trace '{}': use a trace_id from sandbox_exec, verify or trace_list", id));
+  if ((*rec)->kind == "verify")
+    return fail(Errc::invalid_argument,
+                fmt::format("trace {} is a verify: its output lives in its steps; list them with trace_get (children)", id));
   if ((*rec)->kind != "exec")
     return fail(Errc::invalid_argument,
-                fmt::format("trace {} is a {}: its output lives in its steps; list them with trace_get (children)", id,
-                            (*rec)->kind));
+                fmt::format("trace {} is a {}: it has no output; trace_get shows what it did", id, (*rec)->kind));
   const bool running = (*rec)->status == "running";
   if (args.contains("grep")) {
     if (offset < 0) return fail(Errc::invalid_argument, "with grep, offset must be 0 or a next_offset from an earlier call");

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "sandbox/manager.h"
+#include "artifacts/artifact_store.h"
 #include "server/tool_registry.h"
+#include "server/tools_publish.h"
 #include "server/tools.h"
 #include "server/workspace_opening.h"
 #include "traces/trace_store.h"
@@ -80,6 +82,7 @@ Result<ToolOutput> workspace_list(CallContext& ctx, const json&) {
   return ToolOutput{std::move(out), fmt::format("{} workspaces", list->size())};
 }
 
+artifacts::ArtifactStore* g_artifacts = nullptr;
 sandbox::SandboxManager* g_sandboxes = nullptr;  // set at registration; outlives every session
 traces::TraceStore* g_traces = nullptr;
 
@@ -101,6 +104,24 @@ void add_traces(json& out, const std::string& workspace_id) {
   }
 }
 
+// A short line per artifact published from the workspace; publish_list has the versions and invites.
+json artifacts_of(const std::string& workspace_id) {
+  json out = json::array();
+  if (!g_artifacts) return out;
+  auto list = g_artifacts->list(workspace_id);
+  if (!list || list->empty()) return out;
+  ServeBase base = serve_base(g_artifacts->dir(), false);
+  for (const auto& a : *list) {
+    out.push_back({{"name", a.name},
+                   {"share", artifacts::to_string(a.share)},
+                   {"url", artifact_url(base.url, a.name)},
+                   {"latest", a.latest()},
+                   {"versions", a.versions.size()},
+                   {"expired", a.expired}});
+  }
+  return out;
+}
+
 Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
@@ -110,8 +131,7 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
   json out = {{"id", (*ws)->id}, {"name", (*ws)->name}, {"root", (*ws)->root->path()},
               {"is_current", cur && cur->id == (*ws)->id},
               {"sandboxes", g_sandboxes ? g_sandboxes->list((*ws)->id) : json::array()},
-              // Artifacts are recorded by the publish layer; none exist yet.
-              {"artifacts", json::array()}};
+              {"artifacts", artifacts_of((*ws)->id)}};
   add_traces(out, (*ws)->id);
   if (*rec) {
     out["created_at"] = (*rec)->created_at;
@@ -124,7 +144,8 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
 }  // namespace
 
 void register_workspace_tools(ToolRegistry& registry, sandbox::SandboxManager* sandboxes,
-                              traces::TraceStore* trace_store) {
+                              traces::TraceStore* trace_store, artifacts::ArtifactStore* artifact_store) {
+  g_artifacts = artifact_store;
   g_sandboxes = sandboxes;
   g_traces = trace_store;
   registry.add("workspace_open", workspace_open);

@@ -209,7 +209,10 @@ TEST_CASE("the whole artifact's share expires") {
   REQUIRE(r.artifact.expires_at);
   CHECK_FALSE(r.artifact.expired);
   CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::allowed);
-  f.advance(11);
+  // The clock counts whole seconds: the share lasts at least the 10 asked for.
+  f.advance(10);
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::allowed);
+  f.advance(1);
   CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::expired);
   auto info = f.store->get("site");
   REQUIRE(info);
@@ -221,6 +224,45 @@ TEST_CASE("the whole artifact's share expires") {
   REQUIRE(c);
   CHECK_FALSE(c->artifact.expires_at);
   CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::allowed);
+
+  // Publishing again after the expiry passed makes it visible again; an expiry still ahead stays.
+  f.publish(req);
+  f.advance(30);
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::expired);
+  auto back = f.publish("site");
+  CHECK_FALSE(back.artifact.expires_at);
+  CHECK(f.store->check_access("site", std::nullopt, {}).outcome == AccessOutcome::allowed);
+  f.publish(req);
+  auto kept = f.publish("site");
+  CHECK(kept.artifact.expires_at);
+}
+
+TEST_CASE("leaving invite mode revokes every invite: switching back brings no old link back") {
+  Fixture f;
+  auto req = f.request("site");
+  req.share = Share::invite;
+  req.invite_names = {"alice"};
+  auto r = f.publish(req);
+  REQUIRE(r.new_invites.size() == 1);
+  const std::string alice = r.new_invites[0].token;
+  ShareRequest to_public;
+  to_public.name = "site";
+  to_public.share = Share::public_;
+  REQUIRE(f.store->share(to_public));
+  ShareRequest back;
+  back.name = "site";
+  back.share = Share::invite;
+  back.invite_names = {"bob"};
+  auto b = f.store->share(back);
+  REQUIRE_MESSAGE(b, (b ? "" : b.error().message));
+  CHECK(f.store->check_access("site", std::nullopt, with_invite(alice)).outcome == AccessOutcome::denied);
+  CHECK(f.store->check_access("site", std::nullopt, with_invite(b->new_invites.at(0).token)).outcome ==
+        AccessOutcome::allowed);
+  // alice can be invited again, with a new link.
+  ShareRequest again;
+  again.name = "site";
+  again.invite_names = {"alice"};
+  CHECK(f.store->share(again).has_value());
 }
 
 TEST_CASE("share changes: mode switches, what each needs, and old cookies") {

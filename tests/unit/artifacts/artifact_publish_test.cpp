@@ -185,6 +185,14 @@ TEST_CASE("unpublish removes versions and the blobs nobody else holds") {
   CHECK_FALSE(gone->has_value());
   CHECK(f.served("keep", std::nullopt, "") == "<h1>report</h1>");
   CHECK(f.store->unpublish("site", std::nullopt).error().code == Errc::not_found);
+  // Not even after the whole artifact went: the name numbers on where it stopped, across a reopen.
+  f.reopen();
+  auto again = f.publish("site");
+  CHECK(again.version.number == 4);
+  REQUIRE(again.artifact.versions.size() == 1);
+  CHECK(f.store->check_access("site", 3, {}).outcome == AccessOutcome::not_found);
+  REQUIRE(f.store->unpublish("site", std::nullopt));
+  CHECK(f.publish("site").version.number == 5);
 }
 
 TEST_CASE("artifacts belong to one workspace; list filters by it") {
