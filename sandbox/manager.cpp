@@ -383,6 +383,11 @@ void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, co
     if (m.contains("exit_code") && m["exit_code"].is_number_integer()) code = m["exit_code"].get<int>();
     int sig = m.value("signal", 0);
     if (sig) code.reset();
+    if (m.value("status_lost", false)) {
+      on_output(run, true,
+                "kiln-sandbox: the command ended but its exit status was lost: its supervising process was killed "
+                "at the same moment (kill -9 -1 inside?)\n");
+    }
     if (m.value("memory_limit", false) || m.value("cpu_limit", false)) {
       std::lock_guard lock(run->mu);
       if (!run->pending)

@@ -591,6 +591,10 @@ void SandboxManager::Impl::wait_finished(const std::shared_ptr<Run>& run, std::s
   std::stop_callback on_cancel(stop, [self, run] {
     asio::post(self->io, [self, run] { self->terminate(run, StopReason::cancelled); });
   });
+  // The progress value is the bytes streamed so far, counted here: the spools' sizes can run
+  // ahead of the text handed over, and a value that does not grow would drop that text (MCP
+  // progress must increase).
+  std::uint64_t streamed = 0;
   auto flush = [&](std::unique_lock<std::mutex>& lock) {
     if (!observer || run->progress.empty()) return;
     std::string text = std::move(run->progress);
@@ -601,10 +605,10 @@ void SandboxManager::Impl::wait_finished(const std::shared_ptr<Run>& run, std::s
       text.resize(text.size() - cut);
     }
     std::uint64_t skipped = std::exchange(run->progress_skipped, 0);
-    std::uint64_t total = run->out->size() + run->err->size();
+    streamed += skipped + text.size();
     lock.unlock();
     if (skipped) text = fmt::format("[... {} bytes not streamed; read them with process_output ...]\n", skipped) + text;
-    if (!text.empty()) observer(total, sanitize_utf8(text));
+    if (!text.empty()) observer(streamed, sanitize_utf8(text));
     lock.lock();
   };
   std::unique_lock lock(run->mu);

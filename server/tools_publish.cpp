@@ -138,11 +138,16 @@ Result<void> apply_publish_defaults(art::ArtifactStore& store, art::PublishReque
                 cfg.error + "; fix kiln.json (its \"publish\" section gives this publish's defaults), or pass path, "
                             "name and share explicitly");
   }
-  const PublishConfig defaults = cfg.typed ? cfg.typed->publish : PublishConfig{};
+  PublishConfig defaults = cfg.typed ? cfg.typed->publish : PublishConfig{};
   if (req.path.empty()) {
     if (defaults.path.empty())
       return fail(Errc::invalid_argument, "no path to publish: pass one, or set \"publish\": {\"path\": \"dist\"} in kiln.json");
     req.path = defaults.path;
+  } else if (!defaults.path.empty()) {
+    // The name and share of kiln.json belong to its path: publishing some other folder must not
+    // land in that artifact (or behind its password).
+    auto mine = req.root->relative(req.path), theirs = req.root->relative(defaults.path);
+    if (!mine || !theirs || *mine != *theirs) defaults = PublishConfig{};
   }
   if (req.name.empty()) {
     if (!defaults.name.empty()) {

@@ -48,7 +48,8 @@ Result<TracedPublish> publish_traced(traces::TraceStore& traces, artifacts::Arti
 
 // Fills what the call left out from kiln.json's "publish" section: the path (`kiln publish` with
 // no PATH; the tool requires one), the name, and the share mode of a new artifact (a later
-// publish keeps the mode publish_share gave it). A broken kiln.json is an error when something
+// publish keeps the mode publish_share gave it); name and share only for kiln.json's own path
+// (when it names one). A broken kiln.json is an error when something
 // was left to it: publishing "password" content publicly because its file had a typo is worse.
 Result<void> apply_publish_defaults(artifacts::ArtifactStore& store, artifacts::PublishRequest& req);
 

@@ -60,8 +60,32 @@ std::string test_name(pugi::xml_node testcase, pugi::xml_node root) {
   return clip_text(out, kMaxNameBytes);
 }
 
+// Some reporters (node's junit) write a multi-line message into the attribute with its line
+// breaks dropped ("equal:+ actual - expected+ 'a'- 'b'") and the same text, intact, in the body.
+// When the body holds the message (whitespace aside), its own lines are the readable form.
+std::string_view message_with_lines(std::string_view message, std::string_view body_text) {
+  if (message.find('\n') != std::string_view::npos || body_text.find('\n') == std::string_view::npos) return message;
+  auto space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  std::string needle;
+  for (char c : message)
+    if (!space(c)) needle += c;
+  if (needle.size() < 8) return message;
+  std::string hay;
+  std::vector<std::size_t> at;  // where each kept body character was
+  for (std::size_t i = 0; i < body_text.size() && hay.size() < 64 * 1024; ++i) {
+    if (space(body_text[i])) continue;
+    hay += body_text[i];
+    at.push_back(i);
+  }
+  const std::size_t k = hay.find(needle);
+  if (k == std::string::npos) return message;
+  const std::size_t from = at[k], to = at[k + needle.size() - 1] + 1;
+  return body_text.substr(from, to - from);
+}
+
 std::string failure_message(pugi::xml_node testcase, pugi::xml_node problem) {
-  if (auto m = attr(problem, "message"); !m.empty()) return clip_text(m, kMaxFailureMessageBytes);
+  if (auto m = attr(problem, "message"); !m.empty())
+    return clip_text(message_with_lines(m, body(problem)), kMaxFailureMessageBytes);
   if (auto text = body(problem); !text.empty()) return clip_text(text, kMaxFailureMessageBytes);
   // ctest leaves message="" and puts what the test printed in <system-out>.
   for (const char* stream : {"system-err", "system-out"}) {

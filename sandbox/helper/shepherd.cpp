@@ -81,12 +81,22 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
   write_all(report_fd, &rep, sizeof rep);
 
   for (;;) {
-    int status = 0;
-    struct rusage ru {};
-    pid_t r = ::wait4(-1, &status, 0, &ru);
-    if (r < 0) {
+    // Look before reaping: a command that runs `kill -9 -1` has this process killed and then
+    // exits itself. If the kill is still pending when the command becomes a zombie, wait4 would
+    // reap it inside the syscall and the fatal signal would end us before the report is written:
+    // the status would be lost. Returning from the peek instead lets the kill land first, and
+    // the zombie passes to pid 1, which reaps and reports it.
+    siginfo_t peek{};
+    if (::waitid(P_ALL, 0, &peek, WEXITED | WNOWAIT) != 0) {
       if (errno == EINTR) continue;
       break;  // ECHILD: the exec and everything it left behind are gone
+    }
+    int status = 0;
+    struct rusage ru {};
+    pid_t r = ::wait4(peek.si_pid, &status, 0, &ru);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;
     }
     if (r == child && !failed) {
       ShepherdReport ex{};

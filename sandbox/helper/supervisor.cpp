@@ -423,6 +423,15 @@ void Supervisor::reap() {
         } else if (rec.child <= 0) {
           error(rec.id, "supervise", 0, "the exec's shepherd process died before the command started");
           execs_.erase(it);
+        } else if (::kill(rec.child, 0) != 0 && errno == ESRCH) {
+          // The shepherd reaped the command in the instant it was killed (a kill from outside
+          // the tree landing inside its wait4): the command is gone and so is its status. Say
+          // so rather than wait for an exit that will never be seen here.
+          rec.exited = true;
+          send_started(rec);
+          out_.send(dump_json({{"op", "exited"}, {"id", rec.id}, {"status_lost", true}, {"signal", 0}}));
+          want_spare_ = true;
+          execs_.erase(it);
         }
         // Otherwise the command (a `kill -9 -1` inside kills its shepherd too) now belongs to
         // pid 1: its exit is reported below when it is reaped here.
