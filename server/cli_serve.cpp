@@ -1,5 +1,6 @@
-// `kiln serve` start-up: open the artifact store, bind, announce the URL in <state>/serve.json
-// (atomically, after the bind, so whoever reads it can connect at once), serve, clean up.
+// `kiln serve` start-up: open the artifact store (and with --mcp the MCP runtime), bind, refuse an
+// unauthenticated MCP server beyond loopback, announce the URL in <state>/serve.json (atomically,
+// after the bind, so whoever reads it can connect at once), serve, clean up.
 #include "server/cli_serve.h"
 
 #include <limits.h>
@@ -12,6 +13,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/rotating_file_sink.h>
@@ -21,6 +24,8 @@
 #include "server/http_cache.h"
 #include "server/http_server.h"
 #include "server/logging.h"
+#include "server/mcp_http.h"
+#include "server/mcp_runtime.h"
 #include "server/serve_daemon.h"
 
 namespace kiln::server {
@@ -85,11 +90,47 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
     std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());
     return 1;
   }
-  if (!options.token_file.empty()) {
-    // Issue 6 (/mcp over HTTP) reads bearer tokens from here; check it now so a typo shows early.
-    if (::access(options.token_file.c_str(), R_OK) != 0) {
-      spdlog::warn("serve: --token-file {} is not readable; it is unused until /mcp exists", options.token_file);
+  // Once the MCP runtime runs (its tool registry fills on a thread of its own), returning through
+  // exit() would destroy statics under that thread: every later failure leaves with _Exit.
+  bool runtime_open = false;
+  auto refuse = [&runtime_open](const std::string& message) {
+    spdlog::error("serve: {}", message);
+    std::fprintf(stderr, "kiln: %s\n", message.c_str());
+    if (runtime_open) {
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);
+      std::_Exit(1);
     }
+    return 1;
+  };
+  auto no_token_message = [](const std::string& where) {
+    return fmt::format(
+        "refusing to serve MCP on {}: anyone who can reach it could run commands in your workspaces. Pass "
+        "--token-file FILE (one bearer token per line, at least 32 characters, e.g. from 'openssl rand -hex 32'; "
+        "chmod 600), or listen on 127.0.0.1",
+        where);
+  };
+  std::optional<mcp_http::TokenSet> tokens;
+  if (!options.token_file.empty()) {
+    auto loaded = mcp_http::TokenSet::load(options.token_file);
+    if (!loaded) return refuse(loaded.error().message);
+    if (!options.mcp) spdlog::warn("serve: --token-file only guards /mcp, which needs --mcp; it is unused");
+    tokens = std::move(*loaded);
+  }
+  if (options.mcp && !tokens) {
+    auto where = http::parse_listen(options.listen);  // a bad --listen is reported by the bind below
+    if (where && !mcp_http::is_loopback_address(where->host)) return refuse(no_token_message(options.listen));
+  }
+  std::unique_ptr<mcp_http::Endpoint> mcp;
+  if (options.mcp) {
+    auto context = open_mcp_runtime({state_dir, options.workspace, options.allow_unsandboxed, options.sandbox_idle_s});
+    if (!context) return refuse(context.error().message);
+    runtime_open = true;
+    // One process, many clients: no client hears what the process logs for the others.
+    (*context)->options.forward_process_logs = false;
+    mcp_http::Options mo;
+    mo.session_idle = std::chrono::seconds(options.session_idle_s);
+    mcp = std::make_unique<mcp_http::Endpoint>(**context, mo, tokens);
   }
 
   http::ServeCache cache(state_dir, "artifacts.db");  // the store's file, per artifact_store.h
@@ -113,16 +154,20 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   }
   so.watch_fd = cache.watch_fd();
   so.on_readable = [&cache] { cache.on_events(); };
+  if (mcp) {
+    so.endpoints.push_back(http::Endpoint{"/mcp", options.max_message_bytes,
+                                          [m = mcp.get()](http::Request r) { return m->handle(std::move(r)); }});
+  }
   auto server = http::Server::bind(so, ctx);
   if (!server) {
     std::string hint = server.error().code == Errc::conflict ? " (pass --listen 127.0.0.1:0 for any free port)" : "";
-    spdlog::error("serve: {}{}", server.error().message, hint);
-    std::fprintf(stderr, "kiln: %s%s\n", server.error().message.c_str(), hint.c_str());
-    return 1;
+    return refuse(server.error().message + hint);
   }
   auto& srv = **server;
   std::string bound = fmt::format("{}:{}", srv.host().find(':') != std::string::npos ? "[" + srv.host() + "]" : srv.host(),
                                   srv.port());
+  if (mcp && !srv.loopback_only() && !tokens) return refuse(no_token_message(bound));  // checked above too
+  if (mcp) mcp->set_listener(srv.port(), srv.loopback_only());
   if (!srv.loopback_only()) {
     spdlog::warn("serve: listening on {}, reachable from other machines: anyone who can reach it sees public artifacts",
                  bound);
@@ -130,9 +175,20 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   ServeInfo info{pid, fmt::format("http://{}:{}", url_host(srv.host()), srv.port()), bound, utc_now(), state_dir};
   if (auto w = write_serve_info(state_dir, info); !w) spdlog::warn("serve: {}", w.error().message);
   spdlog::info("serve: serving {} at {} (pid {}{})", state_dir, info.url, pid, options.daemon ? ", daemon" : "");
-  if (!options.daemon) std::fprintf(stderr, "kiln serve: artifacts at %s/a/NAME/ (Ctrl-C stops)\n", info.url.c_str());
+  if (!options.daemon) {
+    std::fprintf(stderr, "kiln serve: artifacts at %s/a/NAME/%s (Ctrl-C stops)\n", info.url.c_str(),
+                 mcp ? fmt::format(", MCP at {}/mcp", info.url).c_str() : "");
+  }
   srv.run();
   remove_serve_info_if_ours(state_dir, pid);
+  if (mcp) {
+    // As `kiln mcp` does at its end: requests in flight are cancelled and get a moment; handlers
+    // that ignore that must not keep the process alive, and everything durable is written.
+    mcp->shutdown(std::chrono::milliseconds(1500));
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
   spdlog::default_logger()->flush();
   return 0;
 }

@@ -1,7 +1,9 @@
-// `kiln serve`: the long-lived HTTP side that serves published artifacts (and, later, MCP over
-// HTTP). In the foreground for people; with --daemon it is what ensure_serve_running starts.
+// `kiln serve`: the long-lived HTTP side that serves published artifacts and, with --mcp, MCP's
+// Streamable HTTP transport at /mcp. In the foreground for people; with --daemon it is what
+// ensure_serve_running starts.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace kiln::server {
@@ -9,8 +11,15 @@ namespace kiln::server {
 struct ServeOptions {
   std::string listen = "127.0.0.1:7700";
   bool daemon = false;
-  std::string token_file;  // bearer tokens for the coming /mcp endpoint; noted, unused so far
+  std::string token_file;  // bearer tokens for /mcp; required with --mcp beyond loopback
   std::string log_level = "info";
+  // --mcp and what its sessions need (the same as `kiln mcp`'s options).
+  bool mcp = false;
+  std::string workspace;
+  bool allow_unsandboxed = false;
+  int sandbox_idle_s = 1800;
+  int session_idle_s = 1800;
+  std::size_t max_message_bytes = 16 * 1024 * 1024;
 };
 
 // Runs until SIGTERM/SIGINT (or, as a daemon, until its state directory disappears or another

@@ -66,6 +66,7 @@ std::string message_page(int status, std::string_view title, std::string_view te
 std::string_view reason_phrase(int status) {
   switch (status) {
     case 200: return "OK";
+    case 202: return "Accepted";
     case 204: return "No Content";
     case 206: return "Partial Content";
     case 301: return "Moved Permanently";
@@ -77,7 +78,9 @@ std::string_view reason_phrase(int status) {
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
     case 410: return "Gone";
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";

@@ -9,11 +9,21 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "server/http_router.h"
 
 namespace kiln::server::http {
+
+// A path served by something other than the artifact router (MCP at /mcp), with its own body
+// limit. The handler runs on a small pool of its own, never on an io thread, so it may parse a
+// large body or take a lock; it must still answer promptly (long work belongs in a stream).
+struct Endpoint {
+  std::string path;  // matched exactly, query ignored
+  std::size_t body_limit = 0;
+  std::function<Response(Request)> handler;
+};
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7700";  // HOST:PORT, [V6]:PORT; port 0 picks a free one
@@ -22,7 +32,11 @@ struct ServerOptions {
   std::chrono::seconds read_timeout{30};   // a whole request, and an idle keep-alive connection
   std::chrono::seconds shutdown_grace{5};  // in-flight requests get this long after a stop
   std::size_t header_limit = 8 * 1024;
-  std::size_t body_limit = 4 * 1024;  // only the login form has a body
+  std::size_t body_limit = 4 * 1024;  // only the login form has a body (endpoints set their own)
+  std::vector<Endpoint> endpoints;
+  // How long a streamed response may take to hand one write to the client before the connection
+  // is dropped (a client that stopped reading).
+  std::chrono::seconds stream_write_timeout{30};
   // Called every watchdog_period on an io thread; returning false stops the server gracefully.
   std::function<bool()> watchdog;
   std::chrono::seconds watchdog_period{10};

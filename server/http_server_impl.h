@@ -1,5 +1,5 @@
-// Internals shared by http_server.cpp (listener, shutdown) and http_session.cpp (one connection).
-// Pulls in Asio and Beast: include it from those two files only.
+// Internals shared by http_server.cpp (listener, shutdown), http_session.cpp (one connection) and
+// http_file_cache.cpp. Pulls in Asio and Beast: include it from those files only.
 #pragma once
 
 #include <atomic>
@@ -72,6 +72,8 @@ struct Server::Impl {
   // Password checks (Argon2id, deliberately slow) run here, never on an io thread. Declared
   // last so it is joined first, while everything its tasks touch still exists.
   net::thread_pool slow_pool{1};
+  // Endpoint handlers (MCP): parsing a large message or creating a session stays off the io threads.
+  net::thread_pool endpoint_pool{2};
 
   void accept();
   void watch();
@@ -79,6 +81,14 @@ struct Server::Impl {
   void begin_shutdown();
   void wait_for_sessions();
   void session_ended() { --connections; }
+  // The endpoint serving `target` (query ignored), or nullptr for the artifact router.
+  const Endpoint* endpoint_for(std::string_view target) const {
+    std::string_view path = target.substr(0, target.find('?'));
+    for (const auto& e : options.endpoints) {
+      if (e.path == path) return &e;
+    }
+    return nullptr;
+  }
 };
 
 // Starts a session on its own strand for an accepted socket.

@@ -1,5 +1,6 @@
-// One HTTP/1.1 connection of `kiln serve`: read a request within the limits, ask the router, write
-// the answer (small blobs from memory, large ones with sendfile), repeat while keep-alive holds.
+// One HTTP/1.1 connection of `kiln serve`: read a request within the limits, ask the router (or
+// the endpoint owning the path), write the answer (small blobs from memory, large ones with
+// sendfile, streamed bodies as chunks while they last), repeat while keep-alive holds.
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
@@ -8,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <optional>
 #include <vector>
 
@@ -30,27 +30,6 @@ namespace kiln::server::http {
 
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
-
-std::shared_ptr<const std::string> FileCache::get(const std::string& sha256, const std::string& path,
-                                                  std::uint64_t size) {
-  {
-    std::shared_lock lock(mu_);
-    if (auto it = files_.find(sha256); it != files_.end()) return it->second;
-  }
-  auto data = std::make_shared<std::string>(size, '\0');
-  std::ifstream in(path, std::ios::binary);
-  if (!in.read(data->data(), static_cast<std::streamsize>(size)) || in.peek() != std::ifstream::traits_type::eof()) {
-    return nullptr;
-  }
-  std::unique_lock lock(mu_);
-  if (bytes_ + size > kMaxTotal) {  // rare enough that dropping everything beats bookkeeping
-    files_.clear();
-    bytes_ = 0;
-  }
-  auto [it, inserted] = files_.emplace(sha256, std::move(data));
-  if (inserted) bytes_ += size;
-  return it->second;
-}
 
 namespace {
 
@@ -81,6 +60,8 @@ std::string client_address(const tcp::socket& s, bool* local) {
 
 }  // namespace
 
+class ChunkWriter;
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Server::Impl& server, tcp::socket&& socket)
@@ -103,9 +84,28 @@ class Session : public std::enable_shared_from_this<Session> {
 
   net::any_io_executor executor() { return stream_.get_executor(); }
 
-  // At shutdown: an idle connection closes now, a busy one after its answer.
+  // At shutdown: an idle connection closes now, a busy one after its answer; a stream never
+  // ends by itself, so it is cut (SSE clients reconnect to whoever serves next).
   void nudge() {
-    if (!busy_) close();
+    if (!busy_ || streaming_) close();
+  }
+
+  // ---- streamed bodies (BodyStream calls these on the connection's strand) --------------------
+  void stream_chunk(std::string bytes) {
+    if (!streaming_ || stream_ending_ || closed_ || bytes.empty()) return;  // an empty chunk would end the body
+    if (http11_) {
+      out_.append(fmt::format("{:x}\r\n", bytes.size())).append(bytes).append("\r\n");
+    } else {
+      out_.append(bytes);
+    }
+    flush_stream();
+  }
+
+  void stream_end() {
+    if (!streaming_ || stream_ending_ || closed_) return;
+    stream_ending_ = true;
+    if (http11_) out_.append("0\r\n\r\n");
+    flush_stream();
   }
 
  private:
@@ -114,15 +114,41 @@ class Session : public std::enable_shared_from_this<Session> {
     if (srv_.stopping) return close();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(srv_.options.header_limit));
-    parser_->body_limit(srv_.options.body_limit);
+    // Beast checks Content-Length against the limit while parsing the header, before the path
+    // is known: start from the largest limit, narrow it in on_header.
+    std::size_t widest = srv_.options.body_limit;
+    for (const auto& e : srv_.options.endpoints) widest = std::max(widest, e.body_limit);
+    parser_->body_limit(widest);
+    body_limit_ = srv_.options.body_limit;
+    endpoint_ = nullptr;
     stream_.expires_after(srv_.options.read_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  // The body limit depends on who serves the path, so it is set between header and body.
+  void on_header(beast::error_code ec, std::size_t n) {
+    if (ec) return on_read(ec, n);
+    endpoint_ = srv_.endpoint_for(parser_->get().target());
+    if (endpoint_) body_limit_ = endpoint_->body_limit;
+    if (auto length = parser_->content_length(); length && *length > body_limit_) {
+      return on_read(bhttp::error::body_limit, 0);
+    }
+    parser_->body_limit(body_limit_);  // a chunked body counts against it as it arrives
+    if (parser_->is_done()) return on_read({}, 0);
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  }
+
+  static std::string size_text(std::size_t n) {
+    if (n >= (1u << 20) && n % (1u << 20) == 0) return fmt::format("{} MiB", n >> 20);
+    if (n >= 1024 && n % 1024 == 0) return fmt::format("{} KiB", n >> 10);
+    return fmt::format("{} bytes", n);
   }
 
   void on_read(beast::error_code ec, std::size_t) {
     if (ec) {
       if (ec == bhttp::error::header_limit) return fail(431, "Request headers are larger than 8 KiB.");
-      if (ec == bhttp::error::body_limit) return fail(413, "Request bodies are limited to 4 KiB.");
+      if (ec == bhttp::error::body_limit) return fail(413, fmt::format("Request bodies are limited to {}.", size_text(body_limit_)));
       if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
           ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
         return fail(400, "The request could not be parsed.");
@@ -147,6 +173,34 @@ class Session : public std::enable_shared_from_this<Session> {
     req.body = std::move(m.body());
     req.client = client_;
     req.client_is_local = local_;
+    if (endpoint_) {
+      // A repeated security header could mean two things to two readers: refuse it outright.
+      for (std::string_view name : {"Host", "Origin", "Authorization", "Content-Type", "Mcp-Session-Id",
+                                    "MCP-Protocol-Version", "Last-Event-ID"}) {
+        if (m.count(name) > 1) return fail(400, fmt::format("The {} header appears more than once.", name));
+      }
+      // Accept is a list, and a list may come in several lines (RFC 9110 5.3).
+      if (m.count(bhttp::field::accept) > 1) {
+        req.accept.clear();
+        for (const auto& f : m) {
+          if (f.name() != bhttp::field::accept) continue;
+          if (!req.accept.empty()) req.accept.append(", ");
+          req.accept.append(f.value());
+        }
+      }
+      req.has_origin = m.find(bhttp::field::origin) != m.end();
+      req.origin = std::string(m[bhttp::field::origin]);
+      req.has_protocol_version = m.find("MCP-Protocol-Version") != m.end();
+      req.mcp_protocol_version = std::string(m["MCP-Protocol-Version"]);
+      req.mcp_session_id = std::string(m["Mcp-Session-Id"]);
+      req.last_event_id = std::string(m["Last-Event-ID"]);
+      http11_ = m.version() >= 11;
+      net::post(srv_.endpoint_pool, [self = shared_from_this(), req = std::move(req), ep = endpoint_]() mutable {
+        Response r = ep->handler(std::move(req));
+        net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
+      });
+      return;
+    }
     // A password means Argon2id: route it on the slow pool so static traffic never waits on it.
     if (!req.authorization.empty() || req.method == "POST") {
       net::post(srv_.slow_pool, [self = shared_from_this(), req = std::move(req)] {
@@ -169,8 +223,19 @@ class Session : public std::enable_shared_from_this<Session> {
     write(std::move(r));
   }
 
+  void format_head(const Response& r) {
+    head_.clear();
+    fmt::format_to(std::back_inserter(head_), "HTTP/1.1 {} {}\r\nDate: {}\r\nServer: kiln\r\n", r.status,
+                   reason_phrase(r.status), http_date());
+    for (const auto& [k, v] : r.headers) {
+      if (v.find_first_of("\r\n") != std::string::npos) continue;  // never let a value split the header
+      head_.append(k).append(": ").append(v).append("\r\n");
+    }
+  }
+
   void write(Response r) {
     if (srv_.stopping) keep_alive_ = false;
+    if (r.stream_start) return start_stream(std::move(r));
     bool bodyless = r.status == 304 || r.status == 204 || r.status < 200;
     bool send_body = !r.head && !bodyless && r.content_length() > 0;
     if (send_body && !r.file_path.empty()) {
@@ -184,13 +249,7 @@ class Session : public std::enable_shared_from_this<Session> {
         file_left_ = r.file_length;
       }
     }
-    head_.clear();
-    fmt::format_to(std::back_inserter(head_), "HTTP/1.1 {} {}\r\nDate: {}\r\nServer: kiln\r\n", r.status,
-                   reason_phrase(r.status), http_date());
-    for (const auto& [k, v] : r.headers) {
-      if (v.find_first_of("\r\n") != std::string::npos) continue;  // never let a value split the header
-      head_.append(k).append(": ").append(v).append("\r\n");
-    }
+    format_head(r);
     if (!bodyless) fmt::format_to(std::back_inserter(head_), "Content-Length: {}\r\n", r.content_length());
     if (!keep_alive_) head_.append("Connection: close\r\n");
     head_.append("\r\n");
@@ -294,13 +353,57 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // Headers go first in the same queue the producer's chunks join, so stream_start may write at
+  // once. Meanwhile a read watches the peer: SSE clients leave by closing, and the producer must
+  // hear of it (a session's GET stream is single) without waiting for the next write to fail.
+  void start_stream(Response r);
+
+  void watch_peer() {
+    watching_ = true;
+    auto self = shared_from_this();
+    stream_.async_read_some(buffer_.prepare(4096), [self](beast::error_code ec, std::size_t n) {
+      self->watching_ = false;
+      if (ec == net::error::operation_aborted && !self->closed_ && !self->streaming_) return self->done();
+      if (ec) return self->close();
+      self->buffer_.commit(n);  // a request sent early stays for the parser
+      if (!self->streaming_) return self->done();
+      // Nobody needs to send 64 KiB while receiving a stream: a peer doing so is cut off.
+      if (self->buffer_.size() >= 64 * 1024) return self->close();
+      self->watch_peer();
+    });
+  }
+
+  void flush_stream() {
+    if (writing_ || closed_) return;
+    if (out_.empty()) {
+      if (stream_ending_) finish_stream();
+      return;
+    }
+    writing_ = true;
+    wire_ = std::move(out_);
+    out_.clear();
+    stream_.expires_after(srv_.options.stream_write_timeout);  // the pending peer read keeps no timer
+    auto self = shared_from_this();
+    net::async_write(stream_, net::buffer(wire_), [self](beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      if (ec) return self->close();
+      self->flush_stream();
+    });
+  }
+
+  // Everything of a finished body is out: back to reading requests, once the peer watch let go.
+  void finish_stream();
+
   void close() {
     if (closed_) return;
     closed_ = true;
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.socket().close(ec);
+    end_streaming(true);
   }
+
+  void end_streaming(bool cut);
 
   Server::Impl& srv_;
   beast::tcp_stream stream_;
@@ -317,10 +420,86 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string head_;
   std::string body_;
   std::shared_ptr<const std::string> cached_;
+  const Endpoint* endpoint_ = nullptr;
+  std::size_t body_limit_ = 0;
+  bool http11_ = true;
+  bool streaming_ = false;
+  bool stream_ending_ = false;
+  bool writing_ = false;
+  bool watching_ = false;
+  std::string out_;   // streamed bytes waiting for the write in progress
+  std::string wire_;  // streamed bytes being written
+  std::shared_ptr<ChunkWriter> body_stream_;
+  std::function<void()> stream_closed_;
   int fd_ = -1;
   off_t file_offset_ = 0;
   std::uint64_t file_left_ = 0;
 };
+
+// The producer's handle on a streamed body. It keeps only a weak hold on the connection, and
+// refuses writes once the body ended or the connection is gone, so producers learn it at once.
+class ChunkWriter final : public BodyStream {
+ public:
+  explicit ChunkWriter(const std::shared_ptr<Session>& conn) : conn_(conn), executor_(conn->executor()) {}
+
+  bool write(std::string bytes) override {
+    if (done_.load()) return false;
+    net::post(executor_, [w = conn_, bytes = std::move(bytes)]() mutable {
+      if (auto c = w.lock()) c->stream_chunk(std::move(bytes));
+    });
+    return true;
+  }
+  void end() override {
+    if (done_.exchange(true)) return;
+    net::post(executor_, [w = conn_] {
+      if (auto c = w.lock()) c->stream_end();
+    });
+  }
+  void mark_done() { done_ = true; }
+
+ private:
+  std::weak_ptr<Session> conn_;
+  net::any_io_executor executor_;
+  std::atomic<bool> done_{false};
+};
+
+void Session::start_stream(Response r) {
+  format_head(r);
+  if (http11_) head_.append("Transfer-Encoding: chunked\r\n");
+  if (!http11_) keep_alive_ = false;  // HTTP/1.0: the body ends when the connection does
+  if (!keep_alive_) head_.append("Connection: close\r\n");
+  head_.append("\r\n");
+  streaming_ = true;
+  stream_ending_ = false;
+  stream_closed_ = std::move(r.stream_closed);
+  out_ = std::move(head_);
+  body_stream_ = std::make_shared<ChunkWriter>(shared_from_this());
+  stream_.expires_never();
+  watch_peer();
+  flush_stream();
+  r.stream_start(body_stream_);
+}
+
+void Session::finish_stream() {
+  end_streaming(false);
+  if (!keep_alive_ || srv_.stopping) return close();
+  if (watching_) {
+    stream_.cancel();  // its handler resumes reading requests
+    return;
+  }
+  done();
+}
+
+void Session::end_streaming(bool cut) {
+  if (!streaming_) return;
+  streaming_ = false;
+  // Held until after the callback: the producer tells its connections apart by this object.
+  auto body = std::move(body_stream_);
+  if (body) body->mark_done();
+  auto closed = std::move(stream_closed_);
+  stream_closed_ = nullptr;
+  if (cut && !stream_ending_ && closed) closed();
+}
 
 void start_session(Server::Impl& server, tcp::socket socket) {
   auto s = std::make_shared<Session>(server, std::move(socket));

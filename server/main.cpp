@@ -6,36 +6,14 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include "artifacts/artifact_store.h"
-#include "sandbox/manager.h"
 #include "server/cli_publish.h"
 #include "server/cli_serve.h"
 #include "server/cli_traces.h"
 #include "server/logging.h"
-#include "server/session.h"
+#include "server/mcp_runtime.h"
 #include "server/stdio_transport.h"
-#include "server/tool_registry.h"
-#include "server/run_tracing.h"
 #include "server/tools.h"
-#include "server/tools_publish.h"
-#include "server/trace_hub.h"
-#include "traces/trace_store.h"
 #include "workspace/state_store.h"
-
-namespace {
-
-void fill_registry(kiln::server::ToolRegistry& registry, kiln::sandbox::SandboxManager& sandboxes,
-                   kiln::server::RunTracer* tracer, kiln::artifacts::ArtifactStore* artifacts) {
-  kiln::server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr, artifacts);
-  kiln::server::register_file_tools(registry);
-  kiln::server::register_search_tools(registry);
-  kiln::server::register_sandbox_tools(registry, sandboxes, tracer);
-  if (tracer) kiln::server::register_trace_tools(registry, *tracer, sandboxes);
-  if (tracer && artifacts) kiln::server::register_publish_tools(registry, *tracer, *artifacts);
-  registry.check_complete();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln: workspaces, sandboxed runs, traces and publishing for coding agents, over MCP"};
@@ -108,7 +86,19 @@ int main(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "Serve published artifacts over HTTP at /a/NAME/ (kiln publish starts one as needed)");
   serve->add_option("--listen", serve_opts.listen, "HOST:PORT to listen on (default 127.0.0.1:7700; port 0 picks a free one)");
   serve->add_flag("--daemon", serve_opts.daemon, "Run as the state directory's background server (log to <state>/serve.log)");
-  serve->add_option("--token-file", serve_opts.token_file, "Bearer tokens for MCP over HTTP (reserved)");
+  serve->add_flag("--mcp", serve_opts.mcp, "Also serve MCP (Streamable HTTP) at /mcp, with the same sessions as kiln mcp");
+  serve->add_option("--token-file", serve_opts.token_file,
+                    "Bearer tokens for /mcp, one per line (required to listen beyond loopback with --mcp)");
+  serve->add_option("--workspace", serve_opts.workspace, "With --mcp: folder each session opens when its client offers no roots");
+  serve->add_flag("--allow-unsandboxed", serve_opts.allow_unsandboxed,
+                  "With --mcp: permit sandbox isolation \"none\" (every result says so)");
+  serve->add_option("--sandbox-idle-s", serve_opts.sandbox_idle_s, "With --mcp: destroy idle session sandboxes after this long")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
+  serve->add_option("--session-idle-s", serve_opts.session_idle_s,
+                    "With --mcp: end an MCP session after this long without requests or open streams (default 1800)")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
+  serve->add_option("--max-message-bytes", serve_opts.max_message_bytes, "With --mcp: largest accepted message (default 16 MiB)")
+      ->check(CLI::Range(std::size_t(1024), std::size_t(1) << 30));
   serve->add_option("--state-dir", state_dir, "State directory");
   serve->add_option("--log-level", log_level, "Log level")
       ->check(CLI::IsMember({"debug", "info", "notice", "warning", "error", "critical", "off"}));
@@ -141,46 +131,12 @@ int main(int argc, char** argv) {
 
   if (mcp->parsed()) {
     kiln::server::block_termination_signals();  // before the first thread, see stdio_transport.h
-    auto store = kiln::workspace::StateStore::open(state_dir);
-    if (!store) {
-      std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());
+    auto server = kiln::server::open_mcp_runtime({state_dir, workspace, allow_unsandboxed, sandbox_idle_s});
+    if (!server) {
+      std::fprintf(stderr, "kiln: %s\n", server.error().message.c_str());
       return 1;
     }
-    // Lives for the whole process: tool handlers and the idle reaper use it until exit, and a
-    // server that exits kills its helpers through their parent-death signal.
-    kiln::sandbox::ManagerOptions sandbox_options;
-    sandbox_options.state_dir = state_dir;
-    sandbox_options.helper_path = kiln::server::default_helper_path();
-    sandbox_options.allow_unsandboxed = allow_unsandboxed;
-    sandbox_options.idle_timeout = std::chrono::seconds(sandbox_idle_s);
-    static kiln::sandbox::SandboxManager sandboxes(sandbox_options);
-    // Opening the trace store also marks runs of dead servers as interrupted.
-    auto traces = kiln::traces::TraceStore::open(state_dir);
-    if (!traces) {
-      std::fprintf(stderr, "kiln: %s\n", traces.error().message.c_str());
-      return 1;
-    }
-    static std::unique_ptr<kiln::traces::TraceStore> trace_store = std::move(*traces);
-    static kiln::server::TraceHub trace_hub;
-    static kiln::server::RunTracer tracer(*trace_store, &trace_hub, &sandboxes);
-    auto artifacts = kiln::artifacts::ArtifactStore::open(state_dir);
-    if (!artifacts) {
-      std::fprintf(stderr, "kiln: %s\n", artifacts.error().message.c_str());
-      return 1;
-    }
-    static std::unique_ptr<kiln::artifacts::ArtifactStore> artifact_store = std::move(*artifacts);
-    // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
-    // meanwhile (tools/list and tools/call wait for it).
-    static kiln::server::ToolRegistry registry;
-    registry.populate_in_background([](kiln::server::ToolRegistry& r) { fill_registry(r, sandboxes, &tracer, artifact_store.get()); });
-    kiln::server::ServerContext server{**store, registry, {}};
-    server.options.startup_workspace = workspace;
-    server.options.allow_unsandboxed = allow_unsandboxed;
-    server.options.sandbox_idle_s = sandbox_idle_s;
-    server.sandboxes = &sandboxes;
-    server.traces = trace_store.get();
-    server.trace_hub = &trace_hub;
-    return kiln::server::run_stdio(server, stdio);
+    return kiln::server::run_stdio(**server, stdio);
   }
   return 0;
 }

@@ -367,9 +367,11 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
 Session::Session(ServerContext& server, std::shared_ptr<Outbound> out)
     : impl_(std::make_shared<Impl>(server, std::move(out))) {
   std::weak_ptr<Impl> weak = impl_;
-  impl_->log_sink_id = add_client_log_sink([weak](std::string_view level, std::string_view text) {
-    if (auto s = weak.lock()) s->log_to_client(level, "kiln", text);
-  });
+  if (server.options.forward_process_logs) {
+    impl_->log_sink_id = add_client_log_sink([weak](std::string_view level, std::string_view text) {
+      if (auto s = weak.lock()) s->log_to_client(level, "kiln", text);
+    });
+  }
   if (server.trace_hub) {
     impl_->trace_listener = server.trace_hub->listen([weak](const std::string& trace_id) {
       if (auto s = weak.lock()) s->resource_updated("kiln://trace/" + trace_id);
@@ -388,6 +390,10 @@ Session::~Session() {
 }
 
 void Session::handle_payload(std::string_view payload) { impl_->handle_payload(payload); }
+
+void Session::handle_message(protocol::Message message) {
+  std::visit([this](auto&& m) { impl_->on_message(m); }, message);
+}
 
 void Session::reject_unparsed(int code, const std::string& message) {
   impl_->send(proto::make_error(nullptr, code, message));

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/jsonrpc.h"
+
 namespace kiln::workspace { class StateStore; }
 namespace kiln::sandbox { class SandboxManager; }
 
@@ -35,6 +37,10 @@ struct ServerOptions {
   std::size_t worker_threads = 8;
   bool allow_unsandboxed = false;  // --allow-unsandboxed: sandbox isolation "none" is permitted
   int sandbox_idle_s = 1800;       // --sandbox-idle-s: idle session sandboxes are destroyed after this
+  // The process's own log lines (spdlog) reach clients that asked for logs. Right for stdio, where
+  // the process serves one client; an HTTP server shares the process between clients, and one
+  // client must not read what another one's session logged.
+  bool forward_process_logs = true;
 };
 
 // What every session of one server process shares.
@@ -57,6 +63,9 @@ class Session {
   // Feeds one complete JSON-RPC message (already de-framed). Never throws; never blocks on a
   // tool: requests run on the worker pool.
   void handle_payload(std::string_view payload);
+  // The same for a message the transport already classified (Streamable HTTP must know a
+  // message's kind before it answers the HTTP request that carried it).
+  void handle_message(protocol::Message message);
 
   // Sends an error reply that the transport detected before a message could be parsed
   // (oversize, broken framing).

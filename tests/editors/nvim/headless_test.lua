@@ -1,0 +1,785 @@
+-- kiln.nvim against the real `kiln mcp`, headless: every :Kiln subcommand, the quickfix list,
+-- scratch buffers and their keys, cancellation, restarts, :checkhealth and the help file.
+-- Run by run.sh from a copy of examples/sample-project (the cwd), with KILN_BIN, KILN_HOME and
+-- KILN_TEST_TMP set; prints "N passed, M failed" and exits non-zero on any failure.
+local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
+package.path = here .. '/?.lua;' .. package.path
+local T = require('harness')
+local kiln = require('kiln')
+local uv = vim.uv or vim.loop
+
+local WS = vim.fn.resolve(vim.fn.getcwd())
+local TMP = assert(os.getenv('KILN_TEST_TMP'), 'KILN_TEST_TMP is not set')
+local KILN_HOME = assert(os.getenv('KILN_HOME'), 'KILN_HOME is not set')
+local BIN = os.getenv('KILN_BIN')
+local ERROR, WARN = vim.log.levels.ERROR, vim.log.levels.WARN
+local state = kiln._state
+
+-- Echoed lines (progress, :Kiln status) are recorded rather than written to the test log.
+local echoed = {}
+vim.api.nvim_echo = function(chunks)
+  local parts = {}
+  for _, c in ipairs(chunks) do
+    parts[#parts + 1] = c[1]
+  end
+  table.insert(echoed, table.concat(parts))
+end
+
+local function session()
+  local s
+  kiln.session(function(err, ss)
+    s = err and { err = err } or ss
+  end)
+  T.wait(20000, function()
+    return s
+  end, 'the kiln session')
+  T.ok(not s.err, 'session started: ' .. tostring(s.err))
+  return s
+end
+
+local function find_buf(pat)
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b):match(pat) then
+      return b
+    end
+  end
+end
+
+local function last_run()
+  return state.runs[state.run_seq]
+end
+
+local function run_finished(run)
+  local l = T.lines(run.buf)
+  return l[#l]:match('^%[') and not run.handle
+end
+
+local function wait_verify(from)
+  T.wait(60000, function()
+    return state.verify == nil and T.note('verify', nil, from)
+  end, 'verify to finish')
+end
+
+local function feed(keys)
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), 'x', false)
+end
+
+local function call(tool, args)
+  local r
+  kiln.call(tool, args, function(err, value)
+    r = { err = err, value = value }
+  end)
+  T.wait(20000, function()
+    return r
+  end, tool)
+  return r
+end
+
+local function base64(s)
+  local chars = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+  return ((s:gsub('.', function(c)
+    local byte, bits = c:byte(), ''
+    for i = 8, 1, -1 do
+      bits = bits .. (byte % 2 ^ i - byte % 2 ^ (i - 1) > 0 and '1' or '0')
+    end
+    return bits
+  end) .. '0000'):gsub('%d%d%d?%d?%d?%d?', function(x)
+    if #x < 6 then
+      return ''
+    end
+    local c = 0
+    for i = 1, 6 do
+      c = c + (x:sub(i, i) == '1' and 2 ^ (6 - i) or 0)
+    end
+    return chars:sub(c + 1, c + 1)
+  end) .. ({ '', '==', '=' })[#s % 3 + 1])
+end
+
+--- GET `url` (http://127.0.0.1:PORT/...) over libuv, optionally with Basic auth; returns the HTTP
+--- status and body. No curl needed.
+local function http_get(url, user, password)
+  local host, port, path = url:match('^http://([%d%.]+):(%d+)(/.*)$')
+  assert(host, 'not a local http URL: ' .. url)
+  local tcp = uv.new_tcp()
+  local chunks, done = {}, false
+  tcp:connect(host, tonumber(port), function(err)
+    if err then
+      done = true
+      return
+    end
+    local req = 'GET ' .. path .. ' HTTP/1.1\r\nHost: ' .. host .. ':' .. port .. '\r\nConnection: close\r\n'
+    if user then
+      req = req .. 'Authorization: Basic ' .. base64(user .. ':' .. password) .. '\r\n'
+    end
+    tcp:write(req .. '\r\n')
+    tcp:read_start(function(rerr, data)
+      if rerr or not data then
+        done = true
+        tcp:close()
+        return
+      end
+      chunks[#chunks + 1] = data
+    end)
+  end)
+  T.wait(5000, function()
+    return done
+  end, 'GET ' .. url)
+  local resp = table.concat(chunks)
+  local status = tonumber(resp:match('^HTTP/1%.%d (%d+)'))
+  return status, resp:match('\r\n\r\n(.*)$') or ''
+end
+
+local function pid_alive(pid)
+  return pid and uv.kill(pid, 0) == 0
+end
+
+-- 1 ----------------------------------------------------------------------------------------------
+T.test('the plugin defines :Kiln with completion of subcommands and their arguments', function()
+  T.eq(vim.fn.exists(':Kiln'), 2, ':Kiln exists')
+  T.eq(vim.g.loaded_kiln, 1, 'g:loaded_kiln')
+  T.eq(vim.fn.getcompletion('Kiln ', 'cmdline'), kiln.subcommands, 'subcommands')
+  T.eq(vim.fn.getcompletion('Kiln re', 'cmdline'), { 'restart' }, 'prefix')
+  local tr = vim.fn.getcompletion('Kiln traces ', 'cmdline')
+  T.ok(vim.tbl_contains(tr, 'verify') and vim.tbl_contains(tr, 'fail'), 'traces kinds and statuses: ' .. vim.inspect(tr))
+  T.eq(vim.fn.getcompletion('Kiln publish src ', 'cmdline'), { 'public', 'password', 'invite' }, 'share modes')
+  T.ok(vim.tbl_contains(vim.fn.getcompletion('Kiln publish s', 'cmdline'), 'src/'), 'publish completes paths')
+  T.ok(vim.tbl_contains(vim.fn.getcompletion('Kiln open t', 'cmdline'), 'test/'), 'open completes folders')
+end)
+
+T.test('setup{} reports unknown and mistyped options and keeps the defaults for them', function()
+  local from = T.mark()
+  local problems = kiln.setup({ cmd = BIN, bogus = 1, open_quickfix = 'yes', progress = 'loud' })
+  T.eq(#problems, 3, 'three problems: ' .. vim.inspect(problems))
+  T.ok(T.note('unknown option "bogus"', WARN, from), 'warned about bogus')
+  T.eq(require('kiln.config').options.open_quickfix, true, 'bad value not taken')
+  T.eq(#kiln.setup({ cmd = BIN, env = { KILN_SERVE_LISTEN = '127.0.0.1:0' }, log_level = 'debug' }), 0, 'clean setup')
+end)
+
+T.test('a missing kiln binary is a clear message, not a Lua error', function()
+  kiln.setup({ cmd = '/nonexistent/kiln' })
+  local from = T.mark()
+  vim.cmd('Kiln verify')
+  T.ok(T.note('not an executable', ERROR, from), 'told what is wrong')
+  T.eq(state.verify, nil, 'no verify left pending')
+  kiln.setup({ cmd = BIN, env = { KILN_SERVE_LISTEN = '127.0.0.1:0' }, log_level = 'debug' })
+end)
+
+T.test('starts kiln mcp, initializes and opens the current folder as the workspace', function()
+  local t0 = uv.hrtime()
+  vim.cmd('Kiln status')
+  T.ok((uv.hrtime() - t0) / 1e6 < 200, ':Kiln status returns at once')
+  T.match(echoed[#echoed], '^Kiln: not started', ':Kiln status before the first command')
+  local s = session()
+  T.eq(s.state, 'running', 'state')
+  T.ok(pid_alive(s.pid), 'server process is alive')
+  T.eq(s.server_info.name, 'kiln', 'serverInfo.name')
+  T.eq(vim.fn.resolve(s.root), WS, 'workspace root is the cwd')
+  T.ok(vim.tbl_contains(kiln.check_names(), 'test'), 'kiln.json checks known: ' .. vim.inspect(kiln.check_names()))
+  T.ok(vim.tbl_contains(vim.fn.getcompletion('Kiln verify ', 'cmdline'), 'load'), 'verify completes check names')
+  T.ok(not vim.tbl_contains(vim.fn.getcompletion('Kiln verify load ', 'cmdline'), 'load'), 'a given check is not offered again')
+  T.match(table.concat(kiln.status_lines(), '\n'), 'running, pid %d+', 'status')
+end)
+
+T.test('roots: the server opens the folder kiln.nvim offers in roots/list', function()
+  -- A second session that declares roots but does not call workspace_open itself.
+  local mcp = require('kiln.mcp')
+  local s = mcp.new({ cmd = { BIN, 'mcp' }, workspace = WS, open = false })
+  local ready
+  s:start(function(err)
+    ready = { err = err }
+  end)
+  T.wait(15000, function()
+    return ready
+  end, 'second session')
+  T.eq(ready.err, nil, 'started')
+  local info
+  T.wait(10000, function()
+    if info and not info.err and info.value and info.value.root then
+      return true
+    end
+    if not info or info.value then
+      info = false
+      s:call_tool('workspace_info', {}, {}, function(err, value)
+        info = { err = err, value = value }
+      end)
+    end
+  end, 'workspace_info after roots/list')
+  T.eq(vim.fn.resolve(info.value.root), WS, 'root from roots/list')
+  local stopped
+  s:stop(function()
+    stopped = true
+  end)
+  T.wait(5000, function()
+    return stopped
+  end, 'second session to stop')
+end)
+
+T.test('tools/list offers every tool kiln.nvim calls, with the arguments it passes', function()
+  local s = session()
+  local res
+  s:request('tools/list', vim.empty_dict(), function(err, r)
+    res = { err = err, r = r }
+  end)
+  T.wait(10000, function()
+    return res
+  end, 'tools/list')
+  T.eq(res.err, nil, 'tools/list')
+  local by = {}
+  for _, t in ipairs(res.r.tools) do
+    by[t.name] = t
+  end
+  local used = {
+    workspace_open = { 'path' },
+    sandbox_exec = { 'command', 'timeout_s' },
+    verify = { 'checks' },
+    trace_list = { 'kind', 'status', 'limit', 'cursor' },
+    trace_get = { 'trace_id' },
+    publish = { 'path', 'share', 'password', 'invite' },
+  }
+  for name, args in pairs(used) do
+    T.ok(by[name], 'server has ' .. name)
+    T.ok(vim.tbl_contains(kiln.tools_used, name), 'tools_used lists ' .. name)
+    for _, a in ipairs(args) do
+      T.ok(by[name].inputSchema.properties[a], name .. ' takes ' .. a)
+    end
+  end
+end)
+
+-- :Kiln run ---------------------------------------------------------------------------------------
+T.test(':Kiln run streams output into a scratch buffer and ends with the exit status', function()
+  local t0 = uv.hrtime()
+  vim.cmd('Kiln run echo hello; sleep 0.3; echo world >&2; exit 3')
+  T.ok((uv.hrtime() - t0) / 1e6 < 200, ':Kiln run returns at once')
+  local run = last_run()
+  T.eq(vim.api.nvim_buf_get_name(run.buf), 'kiln://run/' .. run.n, 'buffer name')
+  T.eq(vim.api.nvim_get_current_buf(), run.buf, 'the run buffer is shown')
+  T.eq(vim.bo[run.buf].buftype, 'nofile', 'scratch')
+  T.eq(vim.bo[run.buf].modifiable, false, 'read-only')
+  T.wait(20000, function()
+    return run_finished(run)
+  end, 'the run to finish')
+  local text = T.text(run.buf)
+  T.match(text, '^%$ echo hello', 'header')
+  T.match(text, '\nhello\n', 'stdout')
+  T.match(text, '\nworld\n', 'stderr')
+  T.match(text, '%[exit 3 · [%d%.]+m?s · trace tr_%w+%]$', 'footer')
+  T.ok(run.chunks >= 1, 'output came as notifications/progress (' .. run.chunks .. ' chunks)')
+  vim.cmd('close')
+end)
+
+T.test("a run whose streamed output missed a part shows the result's complete output", function()
+  -- Progress is best effort; the result's tails are the record (synthetic result, real buffer).
+  local ui = require('kiln.ui')
+  local buf = ui.scratch('kiln://run/synthetic', 'kilnrun', {})
+  ui.set_lines(buf, 0, -1, { '$ echo a; echo b >&2', 'a', '' })
+  local run = { buf = buf, pending = '', done = 2, chunks = 1, streamed = 2 }
+  require('kiln.run')._finish(run, { stdout = 'a\n', stderr = 'b\n', stdout_total_bytes = 2, stderr_total_bytes = 2,
+    stdout_truncated = false, stderr_truncated = false, exit_code = 0, signal = vim.NIL, stop_reason = 'exit',
+    duration_ms = 3.5, trace_id = 'tr_1' })
+  T.eq(T.lines(buf), { '$ echo a; echo b >&2', 'a', 'b', '[exit 0 · 3ms · trace tr_1]' }, 'buffer')
+  -- Complete streams are left as they came (interleaved as the command wrote them).
+  ui.set_lines(buf, 0, -1, { '$ x', 'b', 'a', '' })
+  run = { buf = buf, pending = '', done = 3, chunks = 2, streamed = 4 }
+  require('kiln.run')._finish(run, { stdout = 'a\n', stderr = 'b\n', stdout_total_bytes = 2, stderr_total_bytes = 2,
+    exit_code = 1, signal = vim.NIL, stop_reason = 'exit', duration_ms = 3, trace_id = 'tr_2' })
+  T.eq(T.lines(buf), { '$ x', 'b', 'a', '[exit 1 · 3ms · trace tr_2]' }, 'kept')
+  vim.cmd('bwipe ' .. buf)
+end)
+
+T.test(':Kiln stop cancels a running command; the server kills it (notifications/cancelled)', function()
+  vim.cmd('Kiln run echo started; sleep 60; echo never')
+  local run = last_run()
+  T.wait(20000, function()
+    return T.text(run.buf):find('started')
+  end, 'the command to start')
+  T.eq(kiln.statusline(), 'kiln: run', 'statusline while it runs')
+  local from = T.mark()
+  vim.cmd('Kiln stop')
+  T.ok(T.note('cancelled 1 request', nil, from), 'told how many were cancelled')
+  T.wait(2000, function()
+    return run_finished(run)
+  end, 'the run to end')
+  T.match(T.text(run.buf), '%[cancelled%]$', 'footer says cancelled')
+  T.eq(kiln.statusline(), '', 'statusline when idle')
+  -- The server recorded the run as cancelled, and it is no longer running.
+  T.wait(15000, function()
+    local r = call('trace_list', { kind = 'exec', limit = 1 })
+    local t = r.value and r.value.traces[1]
+    return t and t.status ~= 'running' and t.stop_reason == 'cancelled'
+  end, 'the trace to say cancelled')
+  T.eq(state.session.state, 'running', 'session still running')
+  T.ok(not table.concat(T.lines(run.buf), '\n', 2):find('never'), 'the command did not go on')
+  vim.cmd('close')
+end)
+
+T.test('<C-c> in a run buffer cancels that run', function()
+  vim.cmd('Kiln run echo waiting; sleep 60')
+  local run = last_run()
+  T.wait(20000, function()
+    return T.text(run.buf):find('waiting')
+  end, 'the command to start')
+  T.eq(vim.api.nvim_get_current_buf(), run.buf, 'in the run buffer')
+  local map = vim.fn.maparg('<C-c>', 'n', false, true)
+  T.eq(map.buffer, 1, '<C-c> is mapped in the buffer')
+  feed('<C-c>')
+  T.wait(3000, function()
+    return run_finished(run)
+  end, 'the run to end')
+  T.match(T.text(run.buf), '%[cancelled%]$', 'footer says cancelled')
+  feed('q')
+  T.ok(vim.fn.bufwinid(run.buf) == -1, 'q closes the window')
+end)
+
+-- :Kiln verify ------------------------------------------------------------------------------------
+T.test(':Kiln verify puts the failing test in the quickfix list (file, line, message)', function()
+  local progress = {}
+  require('kiln.config').options.progress = function(msg)
+    table.insert(progress, msg)
+  end
+  local win = vim.api.nvim_get_current_win()
+  local from = T.mark()
+  vim.cmd('Kiln verify')
+  T.ok(state.verify ~= nil, 'verify in flight')
+  wait_verify(from)
+  T.ok(T.note('verify fail', WARN, from), 'told it failed')
+  local qf = vim.fn.getqflist()
+  T.ok(#qf >= 1, 'quickfix has entries')
+  local e = qf[1]
+  T.match(vim.api.nvim_buf_get_name(e.bufnr), '/test/case%.test%.js$', 'file')
+  T.eq(vim.fn.resolve(vim.api.nvim_buf_get_name(e.bufnr)), WS .. '/test/case.test.js', 'absolute path in the workspace')
+  T.eq(e.lnum, 10, 'line')
+  T.match(e.text, 'kebabCase', 'test name')
+  T.match(e.text, 'hello%-Big%-World', 'message')
+  T.eq(e.type, 'E', 'type')
+  T.eq(e.valid, 1, 'valid entry')
+  T.match(vim.fn.getqflist({ title = 1 }).title, '^Kiln verify fail', 'title')
+  T.ok(vim.fn.getqflist({ winid = 1 }).winid ~= 0, 'quickfix window open')
+  T.eq(vim.api.nvim_get_current_win(), win, 'focus stays where it was')
+  T.ok(#progress >= 2, 'progress shown: ' .. vim.inspect(progress))
+  T.match(table.concat(progress, '\n'), 'check test', 'per-check progress')
+  require('kiln.config').options.progress = 'echo'
+  -- :cc jumps to the failure like any quickfix list.
+  vim.cmd('cc 1')
+  T.eq(vim.fn.expand('%:t'), 'case.test.js', ':cc opens the file')
+  T.eq(vim.fn.line('.'), 10, 'at the line')
+  vim.cmd('b#')
+end)
+
+T.test(':Kiln verify CHECK runs only the named check', function()
+  local from = T.mark()
+  local res
+  kiln.verify({ 'load' }, function(err, r)
+    res = { err = err, r = r }
+  end)
+  T.wait(30000, function()
+    return res
+  end, 'verify load')
+  T.eq(res.err, nil, 'no error')
+  T.eq(#res.r.checks, 1, 'one check')
+  T.eq(res.r.checks[1].name, 'load', 'the named one')
+  T.eq(res.r.status, 'pass', 'passes')
+  T.ok(T.note('verify pass', nil, from), 'told it passed')
+  T.eq(#vim.fn.getqflist(), 0, 'quickfix list emptied')
+  T.eq(vim.fn.getqflist({ winid = 1 }).winid, 0, 'quickfix window closed')
+end)
+
+T.test('a second :Kiln verify while one runs is refused politely', function()
+  local from = T.mark()
+  vim.cmd('Kiln verify load')
+  vim.cmd('Kiln verify load')
+  T.ok(T.note('already running', WARN, from), 'told it is running')
+  wait_verify(from)
+end)
+
+T.test("verify after fixing the bug in a buffer ('autowrite' saves it) passes and clears the quickfix list", function()
+  local path = WS .. '/src/case.js'
+  local orig = vim.fn.readfile(path)
+  vim.cmd('edit ' .. vim.fn.fnameescape(path))
+  local buf = vim.api.nvim_get_current_buf()
+  local fixed = false
+  for i, l in ipairs(T.lines(buf)) do
+    if l:find("return words(text).join('-');", 1, true) then
+      vim.api.nvim_buf_set_lines(buf, i - 1, i, false, { "  return words(text).map((w) => w.toLowerCase()).join('-');" })
+      fixed = true
+    end
+  end
+  T.ok(fixed, 'the deliberate bug is where the sample says')
+  T.eq(vim.bo[buf].modified, true, 'buffer modified, not saved')
+  local events = 0
+  vim.api.nvim_create_autocmd('User', { pattern = 'KilnVerifyDone', once = true, callback = function()
+    events = events + 1
+  end })
+  vim.o.autowrite = true
+  local from = T.mark()
+  vim.cmd('Kiln verify test')
+  T.eq(vim.bo[buf].modified, false, "'autowrite' wrote the buffer before verify")
+  wait_verify(from)
+  vim.o.autowrite = false
+  T.eq(#vim.fn.getqflist(), 0, 'no entries')
+  T.match(vim.fn.getqflist({ title = 1 }).title, 'verify pass', 'title says pass')
+  T.eq(events, 1, 'User KilnVerifyDone fired')
+  T.eq(kiln.last_verify.status, 'pass', 'last_verify')
+  vim.fn.writefile(orig, path) -- the bug back, for the tests after this one
+  vim.cmd('edit! | bwipe')
+end)
+
+-- :Kiln traces ------------------------------------------------------------------------------------
+T.test(':Kiln traces lists runs; <CR> opens a trace; a verify shows its steps, <CR> opens a step', function()
+  vim.cmd('Kiln traces')
+  local buf = find_buf('^kiln://traces$')
+  T.ok(buf, 'traces buffer')
+  T.wait(10000, function()
+    return T.text(buf):find('tr_')
+  end, 'rows')
+  local lines = T.lines(buf)
+  T.match(lines[1], '^Kiln traces', 'header')
+  local row
+  for i, l in ipairs(lines) do
+    if l:match('^fail%s+verify') then
+      row = i
+      break
+    end
+  end
+  T.ok(row, 'a failed verify is listed:\n' .. table.concat(lines, '\n'))
+  T.ok(T.text(buf):find('\n%a+%s+exec%s'), 'exec rows too')
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+  local id = lines[row]:match('(tr_%w+)')
+  feed('<CR>')
+  T.wait(10000, function()
+    return vim.api.nvim_buf_get_name(0) == 'kiln://trace/' .. id and T.text(0):find('steps')
+  end, 'the verify trace')
+  local detail = T.lines(0)
+  T.match(detail[1], '^Trace ' .. id .. ' · verify · fail', 'detail header')
+  local step
+  for i, l in ipairs(detail) do
+    if l:match('^%s+fail%s+exec') then
+      step = i
+    end
+  end
+  T.ok(step, 'a failed step:\n' .. table.concat(detail, '\n'))
+  vim.api.nvim_win_set_cursor(0, { step, 0 })
+  local step_id = detail[step]:match('(tr_%w+)')
+  feed('<CR>')
+  T.wait(10000, function()
+    return vim.api.nvim_buf_get_name(0) == 'kiln://trace/' .. step_id and T.text(0):find('stdout')
+  end, 'the step trace')
+  local text = T.text(0)
+  T.match(text, 'tests%s+%d+ passed, 1 failed', 'test counts')
+  T.match(text, '✖ kebabCase  test/case%.test%.js:10', 'the failure')
+  -- <CR> on the failure's file:line opens the file there.
+  local fl
+  for i, l in ipairs(T.lines(0)) do
+    if not fl and l:find('✖ kebabCase  ', 1, true) then
+      fl = i
+    end
+  end
+  vim.api.nvim_win_set_cursor(0, { fl, 0 })
+  feed('<CR>')
+  T.eq(vim.fn.expand('%:t'), 'case.test.js', 'file opened')
+  T.eq(vim.fn.line('.'), 10, 'at the line')
+  vim.cmd('only')
+end)
+
+T.test(':Kiln traces KIND STATUS filters; :Kiln traces ID opens one; a bad filter is a message', function()
+  vim.cmd('Kiln traces verify pass')
+  local buf = find_buf('^kiln://traces$')
+  T.wait(10000, function()
+    return T.text(buf):find('tr_') and not T.text(buf):find('loading')
+  end, 'rows')
+  for _, l in ipairs(T.lines(buf)) do
+    if l:match('tr_%w+') then
+      T.match(l, '^pass%s+verify', 'only passing verifies')
+    end
+  end
+  local id = T.text(buf):match('(tr_%w+)')
+  vim.cmd('Kiln traces ' .. id)
+  T.wait(10000, function()
+    return vim.api.nvim_buf_get_name(0) == 'kiln://trace/' .. id and T.text(0):find('^Trace')
+  end, 'the trace')
+  -- Paging: one trace per page, then <CR> on the "more" line appends the next page.
+  require('kiln.config').options.traces_limit = 1
+  vim.cmd('Kiln traces')
+  buf = find_buf('^kiln://traces$')
+  T.wait(10000, function()
+    return T.text(buf):find('%-%- more')
+  end, 'the more line')
+  local rows = select(2, T.text(buf):gsub('tr_%w+', ''))
+  T.eq(rows, 1, 'one row per page')
+  vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(buf), 0 })
+  feed('<CR>')
+  T.wait(10000, function()
+    return select(2, T.text(buf):gsub('tr_%w+', '')) == 2
+  end, 'the second page')
+  require('kiln.config').options.traces_limit = 50
+  local from = T.mark()
+  vim.cmd('Kiln traces sideways')
+  T.ok(T.note('not a kind', ERROR, from), 'bad filter explained')
+  vim.cmd('only')
+end)
+
+-- :Kiln publish -----------------------------------------------------------------------------------
+T.test(':Kiln publish PATH publishes, copies the URL to registers, and kiln serve answers it', function()
+  vim.fn.mkdir(WS .. '/site', 'p')
+  vim.fn.writefile({ '<h1>published from neovim</h1>' }, WS .. '/site/index.html')
+  vim.fn.setreg('"', 'before')
+  local from = T.mark()
+  vim.cmd('Kiln publish site public site')
+  T.wait(20000, function()
+    return T.note('published', nil, from) or T.note('publish:', ERROR, from)
+  end, 'publish')
+  local note = T.note('published', nil, from)
+  T.ok(note, 'published: ' .. vim.inspect(T.notes[#T.notes]))
+  local url = vim.fn.getreg('"')
+  T.match(url, '^http://127%.0%.0%.1:%d+/a/site/$', 'URL in the unnamed register')
+  T.ok(note.msg:find(url, 1, true), 'URL in the message')
+  if vim.fn.has('clipboard') == 1 then
+    T.eq(vim.fn.getreg('+'), url, 'URL in +')
+  end
+  local status, body = http_get(url)
+  T.eq(status, 200, 'HTTP status')
+  T.match(body, 'published from neovim', 'kiln serve serves it')
+  local from2 = T.mark()
+  vim.cmd('Kiln publish site Sideways')
+  T.ok(T.note('neither a share mode', ERROR, from2), 'bad share mode explained')
+end)
+
+T.test(':Kiln publish PATH password asks for the password, and the URL needs it', function()
+  vim.fn.mkdir(WS .. '/private', 'p')
+  vim.fn.writefile({ 'for your eyes only' }, WS .. '/private/index.html')
+  local asked = 0
+  local orig = vim.fn.inputsecret
+  vim.fn.inputsecret = function()
+    asked = asked + 1
+    return 's3cret-pw'
+  end
+  local ok, err = pcall(function()
+    local res
+    kiln.publish('private', 'password', function(e, r)
+      res = { err = e, r = r }
+    end, { name = 'private' })
+    T.wait(20000, function()
+      return res
+    end, 'publish')
+    T.eq(res.err, nil, 'published')
+    T.eq(asked, 1, 'asked once')
+    T.eq(res.r.share, 'password', 'password share')
+    local url = res.r.url
+    local code = http_get(url)
+    T.eq(code, 401, 'refused without the password')
+    local ok_code, body = http_get(url, 'anyone', 's3cret-pw')
+    T.eq(ok_code, 200, 'status with the password')
+    T.match(body, 'for your eyes only', 'served with it')
+    T.ok(not table.concat(vim.tbl_map(function(n)
+      return n.msg
+    end, T.notes), '\n'):find('s3cret', 1, true), 'the password never appears in a message')
+    -- kiln.json's publish section may make a share a password one: the server says so and the
+    -- plugin asks (servers without kiln.json publish defaults just publish).
+    vim.fn.mkdir(WS .. '/reports', 'p')
+    vim.fn.writefile({ 'report' }, WS .. '/reports/index.html')
+    asked = 0
+    res = nil
+    kiln.publish('reports', nil, function(e, r)
+      res = { err = e, r = r }
+    end)
+    T.wait(20000, function()
+      return res
+    end, 'publish reports')
+    T.eq(res.err, nil, 'published reports')
+    T.eq(asked, res.r.share == 'password' and 1 or 0, 'asked only for a password share')
+  end)
+  vim.fn.inputsecret = orig
+  assert(ok, err)
+end)
+
+T.test("without arguments, :Kiln run and :Kiln publish ask (publish offers kiln.json's publish.path)", function()
+  local asked = {}
+  local orig = vim.ui.input
+  vim.ui.input = function(opts, on_confirm)
+    table.insert(asked, opts)
+    on_confirm(nil) -- the user pressed <Esc>
+  end
+  local seq = state.run_seq
+  local ok, err = pcall(function()
+    vim.cmd('Kiln run')
+    T.eq(#asked, 1, 'asked for a command')
+    T.match(asked[1].prompt, 'Kiln run', 'prompt')
+    T.eq(state.run_seq, seq, '<Esc> runs nothing')
+    vim.cmd('Kiln publish')
+    T.eq(#asked, 2, 'asked for a path')
+    T.eq(asked[2].default, 'reports', "kiln.json's publish.path offered")
+  end)
+  vim.ui.input = orig
+  assert(ok, err)
+end)
+
+-- :Kiln open --------------------------------------------------------------------------------------
+T.test(':Kiln open PATH switches the workspace; a missing folder is a message, not a Lua error', function()
+  local other = TMP .. '/other-ws'
+  vim.fn.mkdir(other, 'p')
+  local from = T.mark()
+  vim.cmd('Kiln open ' .. vim.fn.fnameescape(other))
+  T.wait(10000, function()
+    return T.note('workspace other%-ws', nil, from)
+  end, 'open')
+  T.eq(vim.fn.resolve(state.session.root), vim.fn.resolve(other), 'root switched')
+  T.eq(#kiln.check_names(), 0, 'no kiln.json there')
+  local r = call('trace_list', {})
+  T.eq(#r.value.traces, 0, 'its own (empty) trace list')
+  from = T.mark()
+  vim.cmd('Kiln open /nonexistent/folder')
+  T.wait(10000, function()
+    return T.note('workspace_open: .*does not exist', ERROR, from)
+  end, 'the error')
+  T.eq(state.session.state, 'running', 'session still running')
+  from = T.mark()
+  vim.cmd('Kiln open')
+  T.wait(10000, function()
+    return T.note('workspace ', nil, from)
+  end, 'open cwd')
+  T.eq(vim.fn.resolve(state.session.root), WS, 'back in the cwd')
+end)
+
+-- :Kiln log ---------------------------------------------------------------------------------------
+T.test(':Kiln log shows the server stderr and its notifications/message, and follows new lines', function()
+  vim.cmd('Kiln log')
+  local buf = vim.api.nvim_get_current_buf()
+  T.eq(vim.api.nvim_buf_get_name(buf), 'kiln://log', 'log buffer')
+  local text = T.text(buf)
+  T.match(text, 'stderr%s+info%s+.*session initialized by kiln%.nvim', 'stderr line')
+  T.match(text, 'server%s+debug%s+%[kiln%].*cancelled by the client', 'a notifications/message line')
+  local n = vim.api.nvim_buf_line_count(buf)
+  vim.cmd('Kiln open /nonexistent/again')
+  T.wait(10000, function()
+    return vim.api.nvim_buf_line_count(buf) > n
+  end, 'new log lines')
+  vim.cmd('only')
+end)
+
+-- Lifecycle ---------------------------------------------------------------------------------------
+T.test(':Kiln restart stops the server and starts a new one on the same workspace', function()
+  local old = session()
+  local old_pid = old.pid
+  vim.cmd('Kiln restart')
+  T.wait(20000, function()
+    return state.session and state.session ~= old and state.session.state == 'running'
+  end, 'the new session')
+  T.ok(state.session.pid ~= old_pid, 'new pid')
+  T.wait(5000, function()
+    return not pid_alive(old_pid)
+  end, 'the old server to exit')
+  T.eq(old.state, 'stopped', 'old session stopped cleanly')
+  T.eq(vim.fn.resolve(state.session.root), WS, 'same workspace')
+end)
+
+T.test('a server that dies is reported, and the next command starts a new one', function()
+  local s = session()
+  local from = T.mark()
+  uv.kill(s.pid, 'sigkill')
+  T.wait(5000, function()
+    return T.note('the server exited', WARN, from)
+  end, 'the warning')
+  T.eq(s.state, 'exited', 'state')
+  local r = call('trace_list', { limit = 1 })
+  T.eq(r.err, nil, 'works again')
+  T.ok(state.session ~= s and pid_alive(state.session.pid), 'a new server')
+end)
+
+T.test('the UI never waits on the server: commands return before it has even started', function()
+  kiln.shutdown()
+  local t0 = uv.hrtime()
+  vim.cmd('Kiln traces')
+  local ms = (uv.hrtime() - t0) / 1e6
+  T.ok(ms < 100, ':Kiln traces returned after ' .. ms .. ' ms')
+  T.ok(state.session and state.session.state == 'starting', 'the server was still starting')
+  local buf = find_buf('^kiln://traces$')
+  T.wait(20000, function()
+    return T.text(buf):find('tr_')
+  end, 'rows')
+  vim.cmd('only')
+end)
+
+T.test('JSON null and empty objects: {} stays an object, null never crashes a view', function()
+  local r = call('trace_list', {}) -- arguments {} (an empty Lua table would encode as [])
+  T.eq(r.err, nil, 'empty arguments accepted')
+  local items = kiln.qf_items({
+    checks = {
+      { name = 'a', status = 'pass', tests = vim.NIL, trace_id = 'tr_1' },
+      { name = 'b', status = 'error', exit_code = vim.NIL, stop_reason = vim.NIL, tests = vim.NIL, trace_id = vim.NIL, error = 'no report' },
+      { name = 'c', status = 'fail', tests = { failures = { { name = 'x', message = 'm', file = 'f.js', line = vim.NIL } } } },
+    },
+  }, '/w')
+  T.eq(#items, 2, 'two items')
+  T.match(items[1].text, 'check b error: no report', 'error check')
+  T.eq(items[2].filename, '/w/f.js', 'file')
+  T.eq(items[2].lnum, 0, 'null line')
+  -- The line splitter copes with messages split across reads and several in one read.
+  local got = {}
+  local feedl = require('kiln.rpc')._line_splitter(function(l)
+    got[#got + 1] = l
+  end)
+  feedl('{"a":')
+  feedl('1}\n{"b":2}\r\n{"c"')
+  feedl(':3}\n')
+  T.eq(got, { '{"a":1}', '{"b":2}', '{"c":3}' }, 'lines')
+  -- A big response (a 200 KiB file_read, twice over: text content and structuredContent) arrives
+  -- in many reads and still decodes.
+  local line = string.rep('0123456789abcdef', 4) -- 64 bytes
+  local lines = {}
+  for i = 1, 3200 do
+    lines[i] = line
+  end
+  vim.fn.writefile(lines, WS .. '/big.txt')
+  local big = call('file_read', { path = 'big.txt', limit = 4000 })
+  T.eq(big.err, nil, 'file_read')
+  T.eq(#big.value.content, 3200 * 65, 'whole content')
+  os.remove(WS .. '/big.txt')
+end)
+
+-- Health and help ---------------------------------------------------------------------------------
+T.test(':checkhealth kiln finds the server, completes a handshake and reports no errors', function()
+  vim.cmd('silent checkhealth kiln')
+  local text = T.text(0)
+  T.match(text, 'MCP handshake: kiln', 'handshake')
+  T.match(text, 'offers the %d+ tools the plugin uses', 'tools')
+  T.match(text, 'setup options are valid', 'options')
+  T.ok(not text:find('ERROR'), 'no errors:\n' .. text)
+  vim.cmd('bwipe!')
+end)
+
+T.test('doc/kiln.txt: helptags build, and :help finds the commands and options', function()
+  local rt = TMP .. '/doc-rtp'
+  vim.fn.mkdir(rt .. '/doc', 'p')
+  local src = vim.api.nvim_get_runtime_file('doc/kiln.txt', false)[1]
+  T.ok(src, 'doc/kiln.txt on the runtimepath')
+  vim.fn.writefile(vim.fn.readfile(src), rt .. '/doc/kiln.txt')
+  vim.cmd('helptags ' .. vim.fn.fnameescape(rt .. '/doc'))
+  vim.opt.rtp:prepend(rt)
+  for _, tag in ipairs({ 'kiln', 'kiln-setup', ':Kiln', ':Kiln-open', ':Kiln-run', ':Kiln-verify', ':Kiln-traces', ':Kiln-publish',
+    ':Kiln-log', ':Kiln-restart', ':Kiln-stop', ':Kiln-status', 'kiln-health', 'kiln-api' }) do
+    local ok, err = pcall(vim.cmd, 'help ' .. tag)
+    T.ok(ok, ':help ' .. tag .. ': ' .. tostring(err))
+    T.eq(vim.fn.expand('%:t'), 'kiln.txt', ':help ' .. tag .. ' opens kiln.txt')
+  end
+  -- Every option in the defaults is documented.
+  local doc = table.concat(vim.fn.readfile(src), '\n')
+  for k in pairs(require('kiln.config').defaults) do
+    T.ok(doc:find(k .. ' =', 1, true) or doc:find('*kiln-option-' .. k .. '*', 1, true), 'option ' .. k .. ' documented')
+  end
+  vim.cmd('helpclose')
+end)
+
+local function teardown()
+  kiln.shutdown()
+  -- Stop the kiln serve that publish started for this state directory.
+  local f = io.open(KILN_HOME .. '/serve.json')
+  if f then
+    local ok, info = pcall(vim.json.decode, f:read('*a'))
+    f:close()
+    if ok and type(info) == 'table' and type(info.pid) == 'number' then
+      uv.kill(info.pid, 'sigterm')
+    end
+  end
+end
+
+local v = vim.version()
+T.main(string.format('nvim %d.%d.%d', v.major, v.minor, v.patch), teardown)

@@ -1,0 +1,173 @@
+// Helpers for MCP over Streamable HTTP (`kiln serve --mcp`): start a server on a free port and
+// find its URL, raw POST/GET/DELETE with every header under the test's control, an incremental
+// Server-Sent Events reader that exposes event ids, and SDK clients over HTTP.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { kilnBin, kilnEnv, sleep, tempDir, TapTransport } from './kiln.mjs';
+import { stopProcess } from './http.mjs';
+
+export const PROTOCOL = '2025-11-25';
+export const ACCEPT_BOTH = 'application/json, text/event-stream';
+
+// `kiln serve --mcp` in the foreground. Resolves { url (…/mcp), base, home, proc, stderr, stop() }
+// once <home>/serve.json names this process; rejects with stderr if it exits first.
+export async function startServe({ args = [], listen = '127.0.0.1:0', home = tempDir('kiln-mcp-http-'), env = {} } = {}) {
+  const proc = spawn(kilnBin(), ['serve', '--mcp', '--listen', listen, '--state-dir', home, ...args], {
+    env: kilnEnv(home, env), stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr.on('data', (c) => { stderr += c.toString(); });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const deadline = Date.now() + 15000;
+  for (;;) {
+    let info;
+    try { info = JSON.parse(fs.readFileSync(path.join(home, 'serve.json'), 'utf8')); } catch { /* not yet */ }
+    if (info && info.pid === proc.pid) {
+      return {
+        url: `${info.url}/mcp`, base: info.url, home, proc, exited,
+        get stderr() { return stderr; },
+        async stop() { await stopProcess(proc.pid); },
+      };
+    }
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`kiln serve exited (${proc.exitCode}): ${stderr}`);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`kiln serve did not announce itself in 15 s: ${stderr}`);
+    }
+    await sleep(25);
+  }
+}
+
+// Runs `kiln serve --mcp` expecting it to refuse to start: resolves { code, stderr }.
+export function serveRefusal({ args = [], listen, home = tempDir('kiln-mcp-http-') }) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(kilnBin(), ['serve', '--mcp', '--listen', listen, '--state-dir', home, ...args], {
+      env: kilnEnv(home, {}), stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    proc.stderr.on('data', (c) => { stderr += c.toString(); });
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`kiln serve kept running: ${stderr}`)); }, 15000);
+    proc.on('exit', (code) => { clearTimeout(timer); resolve({ code, stderr }); });
+  });
+}
+
+export function initializeBody(id = 0, capabilities = {}) {
+  return { jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities, clientInfo: { name: 'kiln-http-test', version: '0' } } };
+}
+
+// fetch with MCP defaults: POST JSON, both Accept types, the session and version headers when
+// `session` is given. `headers` entries override (null removes one).
+export async function mcpFetch(url, { method = 'POST', body, session, headers = {}, signal } = {}) {
+  const h = { accept: ACCEPT_BOTH };
+  if (method === 'POST') h['content-type'] = 'application/json';
+  if (session) {
+    h['mcp-session-id'] = session;
+    h['mcp-protocol-version'] = PROTOCOL;
+  }
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === null) delete h[k.toLowerCase()]; else h[k.toLowerCase()] = v;
+  }
+  return fetch(url, { method, headers: h, body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)), signal });
+}
+
+// Initializes a session the raw way; resolves { session, result }.
+export async function rawSession(url, { capabilities = {}, headers = {} } = {}) {
+  const r = await mcpFetch(url, { body: initializeBody(0, capabilities), headers });
+  if (r.status !== 200) throw new Error(`initialize: HTTP ${r.status} ${await r.text()}`);
+  const session = r.headers.get('mcp-session-id');
+  const result = (await r.json()).result;
+  const n = await mcpFetch(url, { body: { jsonrpc: '2.0', method: 'notifications/initialized' }, session, headers });
+  if (n.status !== 202) throw new Error(`initialized: HTTP ${n.status}`);
+  return { session, result };
+}
+
+// Reads SSE events from a fetch Response as they arrive: `next()` resolves the next event
+// { id, data, retry, message } (message = parsed data, or undefined for priming/empty events),
+// or null at the end of the stream.
+export class SseReader {
+  constructor(response) {
+    this.reader = response.body.getReader();
+    this.decoder = new TextDecoder();
+    this.buffer = '';
+    this.done = false;
+  }
+
+  async next(timeoutMs = 10000) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const sep = this.buffer.indexOf('\n\n');
+      if (sep >= 0) {
+        const block = this.buffer.slice(0, sep);
+        this.buffer = this.buffer.slice(sep + 2);
+        const ev = { id: undefined, data: '', retry: undefined };
+        let sawData = false;
+        for (const line of block.split('\n')) {
+          if (line.startsWith(':')) continue;
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let value = colon < 0 ? '' : line.slice(colon + 1);
+          if (value.startsWith(' ')) value = value.slice(1);
+          if (field === 'id') ev.id = value;
+          else if (field === 'retry') ev.retry = Number(value);
+          else if (field === 'data') { ev.data = sawData ? `${ev.data}\n${value}` : value; sawData = true; }
+        }
+        if (ev.id === undefined && !sawData && ev.retry === undefined) continue;  // a comment (keepalive)
+        ev.message = ev.data ? JSON.parse(ev.data) : undefined;
+        return ev;
+      }
+      if (this.done) return null;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no SSE event within ${timeoutMs} ms; buffered: ${JSON.stringify(this.buffer)}`);
+      let timer;
+      const chunk = await Promise.race([
+        this.reader.read(),
+        new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`no SSE event within ${timeoutMs} ms`)), left); }),
+      ]).finally(() => clearTimeout(timer));
+      if (chunk.done) this.done = true;
+      else this.buffer += this.decoder.decode(chunk.value, { stream: true });
+    }
+  }
+
+  // Events up to and including the first one whose message satisfies `pred`.
+  async until(pred, timeoutMs = 10000) {
+    const seen = [];
+    for (;;) {
+      const ev = await this.next(timeoutMs);
+      if (!ev) throw new Error(`stream ended before the expected event; saw ${JSON.stringify(seen.map((e) => e.data))}`);
+      seen.push(ev);
+      if (ev.message && pred(ev.message)) return seen;
+    }
+  }
+
+  async rest(timeoutMs = 10000) {
+    const all = [];
+    for (let ev = await this.next(timeoutMs); ev; ev = await this.next(timeoutMs)) all.push(ev);
+    return all;
+  }
+
+  cancel() { return this.reader.cancel().catch(() => {}); }
+}
+
+// An SDK client over Streamable HTTP; every message it receives is recorded in `wire`.
+export async function httpClient(url, { capabilities = {}, headers, name = 'kiln-http-e2e', onRoots } = {}) {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  const inner = new StreamableHTTPClientTransport(new URL(url), headers ? { requestInit: { headers } } : undefined);
+  const transport = new TapTransport(inner);
+  const client = new Client({ name, version: '0.0.0' }, { capabilities });
+  const errors = [];
+  client.onerror = (e) => errors.push(e);
+  if (onRoots) {
+    const { ListRootsRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: await onRoots() }));
+  }
+  await client.connect(transport);
+  return {
+    client, transport, inner, errors, wire: transport.received,
+    get sessionId() { return inner.sessionId; },
+    async close() { await client.close(); },
+    async terminate() { await inner.terminateSession(); await client.close(); },
+  };
+}
