@@ -1,6 +1,7 @@
 // Stream splitting for stdio: both framings are byte-driven state machines so that chunk boundaries
 // never matter and an oversize message streams past without ever being held in memory.
 #include "protocol/framing.h"
+#include "core/ascii_text.h"
 
 #include <algorithm>
 #include <utility>
@@ -13,21 +14,11 @@ constexpr std::string_view kMarker = "content-length:";  // compared case-insens
 // Real header blocks are a few dozen bytes; anything this long is garbage, not a header.
 constexpr std::size_t kMaxHeaderBlockBytes = 8192;
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
 bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return lower(x) == lower(y);
-         });
-}
+using kiln::ascii_lower;
+constexpr auto trim = kiln::trim_header_space;
+constexpr auto iequals = kiln::ascii_iequals;
 
 // Quotes a header line for a diagnostic without letting control bytes or megabytes into it.
 std::string quote_for_detail(std::string_view s) {
@@ -77,7 +68,7 @@ void FrameReader::feed_undecided(std::string_view bytes) {
     if (detect_.empty() && is_json_space(c)) continue;
     detect_.push_back(c);
     const std::size_t n = detect_.size();
-    if (lower(c) != kMarker[n - 1]) {
+    if (ascii_lower(c) != kMarker[n - 1]) {
       mode_ = Framing::ndjson;
     } else if (n == kMarker.size()) {
       mode_ = Framing::content_length;
@@ -172,7 +163,7 @@ void FrameReader::feed_lsp(std::string_view bytes) {
         // Anywhere, not only at a line start: LSP bodies end without a newline, so the next header
         // usually follows the skipped bytes directly. 'c' occurs once in the marker, so a plain
         // counter is a correct matcher.
-        if (lower(c) == kMarker[resync_match_]) {
+        if (ascii_lower(c) == kMarker[resync_match_]) {
           if (++resync_match_ == kMarker.size()) {
             lsp_ = LspState::headers;
             line_ = "Content-Length:";
@@ -180,7 +171,7 @@ void FrameReader::feed_lsp(std::string_view bytes) {
             resync_match_ = 0;
           }
         } else {
-          resync_match_ = (lower(c) == kMarker[0]) ? 1 : 0;
+          resync_match_ = (ascii_lower(c) == kMarker[0]) ? 1 : 0;
         }
         break;
       }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <limits>
 
+#include "core/ascii_text.h"
 #include "server/http_util.h"
 
 namespace kiln::server::http {
@@ -23,11 +24,7 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
+constexpr auto iequals = kiln::ascii_iequals;
 
 std::optional<std::uint64_t> parse_u64(std::string_view s) {
   if (s.empty() || s.size() > 19) return std::nullopt;

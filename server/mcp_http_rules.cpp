@@ -1,5 +1,6 @@
 // Header checks of the Streamable HTTP transport (see mcp_http_rules.h for the choices).
 #include "server/mcp_http_rules.h"
+#include "core/ascii_text.h"
 
 #include <arpa/inet.h>
 #include <sys/stat.h>
@@ -18,17 +19,8 @@
 namespace kiln::server::mcp_http {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
+constexpr auto trim = kiln::trim_header_space;
+constexpr auto iequals = kiln::ascii_iequals;
 
 std::string lower(std::string_view s) {
   std::string out(s);
