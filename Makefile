@@ -12,7 +12,7 @@ KILN_ABS = $(abspath $(KILN))
 # ccache keeps its cache inside the build folder: nothing outside it that a fresh machine lacks.
 export CCACHE_DIR ?= $(abspath $(BUILD))/.ccache
 
-.PHONY: all help deps node-deps build test unit wire e2e conformance nvim vscode demo bench clean
+.PHONY: all help deps node-deps build test unit wire e2e robustness conformance nvim vscode demo bench clean
 
 all: build
 
@@ -47,6 +47,8 @@ wire: build node-deps
 	@scripts/run-tests.sh $(BUILD) wire
 e2e: build node-deps
 	@scripts/run-tests.sh $(BUILD) e2e
+robustness: build node-deps
+	@scripts/run-tests.sh $(BUILD) robustness
 conformance: build node-deps
 	@scripts/run-tests.sh $(BUILD) conformance
 nvim: build

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suites against an already built tree and closes with one line for the whole run:
 # "N passed, M failed". Usage: run-tests.sh BUILD [unit] [wire] [e2e] [helper] [security]
-# [conformance] [nvim] [vscode]   (default: all)
+# [robustness] [fuzz] [conformance] [nvim] [vscode]   (default: all)
 # Every suite runs even when an earlier one failed; the exit status is non-zero if anything
 # failed or if no test ran at all.
 set -uo pipefail
@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 shift || true
 suites=("$@")
-((${#suites[@]})) || suites=(unit wire e2e helper security conformance nvim vscode)
+((${#suites[@]})) || suites=(unit wire e2e helper security robustness fuzz conformance nvim vscode)
 
 cd "$root"
 build_abs=$(cd "$build" 2>/dev/null && pwd) || { echo "run-tests: no build folder '$build': run make build" >&2; exit 2; }
@@ -174,6 +174,11 @@ for s in "${suites[@]}"; do
     e2e) run_node e2e e2e ;;
     helper) run_helper ;;
     security) run_security ;;
+    # Faults (kill -9 at random points, disk full) and load (1000 calls in flight, 50 HTTP
+    # sessions, wrk during publishes): tests/robustness/, node:test files.
+    robustness) run_node robustness robustness ;;
+    # A short libFuzzer run of every target in fuzz/ (clang, ASan+UBSan), corpus replay included.
+    fuzz) run_script fuzz scripts/fuzz.sh --short "$build_abs" ;;
     # The official MCP conformance suite and the Inspector CLI (tests/conformance/, their own
     # npm folder with Node 22): node:test files, one test per scenario.
     conformance) run_node conformance conformance ;;
