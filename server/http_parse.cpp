@@ -80,6 +80,10 @@ std::optional<Target> parse_target(std::string_view target, std::string* why) {
   }
   if (target.empty() || target.front() != '/') return refuse("the request-target must start with '/'");
   if (target.find('#') != std::string_view::npos) return refuse("a fragment is not part of a request-target");
+  // The query too: redirects echo it into Location (Beast refuses CTLs on the wire; this keeps the
+  // router safe on its own).
+  for (unsigned char c : target)
+    if (c < 0x20 || c == 0x7f) return refuse("control characters in the request-target");
   Target t;
   auto q = target.find('?');
   t.raw_path = std::string(target.substr(0, q));
