@@ -113,14 +113,15 @@ class BlobWriter {
       if (total > budget) return cleanup(path, out, std::unexpected(too_large_bytes(max_shown, max)));
       crypto_hash_sha256_update(&h, reinterpret_cast<const unsigned char*>(buf.data()), std::size_t(n));
       if (!write_all(out, buf.data(), std::size_t(n)))
-        return cleanup(path, out, fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno))));
+        return cleanup(path, out, fail(Errc::io, detail::write_failure(dir_, errno)));
     }
     unsigned char digest[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_final(&h, digest);
     std::string sha = detail::to_hex(digest, sizeof digest);
     if (::close(out) != 0) {
+      int err = errno;
       ::unlink(path.c_str());
-      return fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno)));
+      return fail(Errc::io, detail::write_failure(dir_, err));
     }
     auto placed = place(path, sha, total);
     if (!placed) return std::unexpected(placed.error());
@@ -129,7 +130,7 @@ class BlobWriter {
 
  private:
   Result<std::pair<std::string, int>> temp_file(const std::string& shown) {
-    std::string path = dir_ + "/blobs/tmp/blob.XXXXXX";
+    std::string path = dir_ + "/blobs/tmp/blob." + detail::owner_tag() + ".XXXXXX";
     int fd = ::mkostemp(path.data(), O_CLOEXEC);
     if (fd < 0) return fail(Errc::io, fmt::format("cannot copy '{}' into {}: {}", shown, dir_, std::strerror(errno)));
     return std::pair{path, fd};
@@ -146,10 +147,11 @@ class BlobWriter {
     auto tmp = temp_file(shown);
     if (!tmp) return std::unexpected(tmp.error());
     auto& [path, out] = *tmp;
-    if (!write(out)) return cleanup(path, out, fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno))));
+    if (!write(out)) return cleanup(path, out, fail(Errc::io, detail::write_failure(dir_, errno)));
     if (::close(out) != 0) {
+      int err = errno;
       ::unlink(path.c_str());
-      return fail(Errc::io, fmt::format("cannot write to {}: {}", dir_, std::strerror(errno)));
+      return fail(Errc::io, detail::write_failure(dir_, err));
     }
     auto placed = place(path, sha, size);
     if (!placed) return std::unexpected(placed.error());
@@ -244,6 +246,16 @@ Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, co
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
 
   BlobWriter writer(dir_);
+  // A copy that fails half-way (a full disk) gives back the blobs it added: nothing references them.
+  std::vector<std::string> added;
+  struct DropOnError {
+    ArtifactStore* store;
+    std::vector<std::string>* added;
+    bool armed = true;
+    ~DropOnError() {
+      if (armed) store->drop_unreferenced(*added);
+    }
+  } drop_on_error{this, &added};
   for (const auto& [in_root, in_version] : found) {
     // O_NOFOLLOW: a file swapped for a symlink since the walk is skipped like any other link.
     auto fd = root.open(in_root, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -263,10 +275,14 @@ Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, co
     auto blob = writer.store(fd->get(), max_bytes - st.bytes, in_root, shown, max_bytes);
     if (!blob) return std::unexpected(blob.error());
     st.bytes += blob->size;
-    if (blob->is_new) ++st.new_blobs;
+    if (blob->is_new) {
+      ++st.new_blobs;
+      added.push_back(blob->sha256);
+    }
     st.files.push_back(StagedFile{in_version, blob->sha256, blob->size});
   }
   if (st.files.empty()) return fail(Errc::invalid_argument, fmt::format("'{}' holds no regular files to publish", shown));
+  drop_on_error.armed = false;
   if (st.new_blobs > 0) {
     // One flush for the whole version instead of an fsync per file: the version row that makes
     // the blobs reachable is committed only after their bytes are on disk.

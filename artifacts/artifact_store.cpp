@@ -103,6 +103,7 @@ Result<std::unique_ptr<ArtifactStore>> ArtifactStore::open(const std::string& st
     if (auto r = store->exec("PRAGMA journal_mode=WAL;"); !r && !is_wal()) return std::unexpected(r.error());
   }
   if (auto r = store->migrate(); !r) return std::unexpected(r.error());
+  store->reclaim_leftovers();
   if (auto r = store->load_cookie_key(); !r) return std::unexpected(r.error());
   return store;
 }
@@ -156,7 +157,7 @@ Result<void> ArtifactStore::load_cookie_key() {
       return {};
     }
     if (errno != ENOENT) return fail(Errc::io, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-    std::string tmp = dir_ + "/blobs/tmp/serve.key.XXXXXX";
+    std::string tmp = dir_ + "/blobs/tmp/serve.key." + detail::owner_tag() + ".XXXXXX";
     int out = ::mkstemp(tmp.data());
     if (out < 0) return fail(Errc::io, fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
     ::fchmod(out, 0600);

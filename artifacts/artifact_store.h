@@ -197,6 +197,10 @@ class ArtifactStore {
   std::string make_cookie(const std::string& name, const std::string& kind, std::int64_t expires, std::int64_t gen) const;
   std::string blob_path(const std::string& sha256) const;
   Result<std::vector<int>> unpublish_locked(const std::string& name, std::optional<int> version);
+  // Crash leftovers (artifact_recovery.cpp): dead writers' temp copies, an interrupted unpublish's
+  // trash, and the new blobs of a copy that failed half-way.
+  void reclaim_leftovers();
+  void drop_unreferenced(const std::vector<std::string>& sha256s);
 
   std::string dir_;
   sqlite3* db_ = nullptr;

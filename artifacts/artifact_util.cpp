@@ -109,7 +109,11 @@ std::string content_type_for(std::string_view path) {
 namespace detail {
 
 Error db_error(sqlite3* db, std::string_view what) {
-  return Error{Errc::io, fmt::format("artifact store: {} failed: {}", what, sqlite3_errmsg(db))};
+  // SQLITE_FULL is a full disk under the state directory: say what to do about it.
+  const char* hint = sqlite3_errcode(db) == SQLITE_FULL
+                         ? "; the state directory is full: free space there or set KILN_HOME to a folder on a larger disk"
+                         : "";
+  return Error{Errc::io, fmt::format("artifact store: {} failed: {}{}", what, sqlite3_errmsg(db), hint)};
 }
 
 Tx::~Tx() {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 
 namespace kiln::sandbox {
 
@@ -80,7 +81,11 @@ void OutputSpool::append(std::string_view data) {
     while (off < data.size()) {
       ssize_t n = ::pwrite(fd_, data.data() + off, data.size() - off, off_t(total_ + off));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {  // disk full or gone: keep the tail in memory only
+      if (n <= 0) {
+        // Disk full or gone: keep the tail in memory only, and give the space back (the file is
+        // cut to nothing) so the run's record can still be written; the caller reports it.
+        write_error_ = n < 0 ? errno : EIO;
+        if (write_error_ == ENOSPC || write_error_ == EDQUOT) (void)::ftruncate(fd_, 0);
         ::close(fd_);
         fd_ = -1;
         break;
@@ -92,6 +97,11 @@ void OutputSpool::append(std::string_view data) {
   if (tail_keep_ == 0) return;
   tail_.append(data.size() > tail_keep_ ? data.substr(data.size() - tail_keep_) : data);
   if (tail_.size() > 2 * tail_keep_) tail_.erase(0, tail_.size() - tail_keep_);
+}
+
+int OutputSpool::write_error() const {
+  std::lock_guard lock(mu_);
+  return write_error_;
 }
 
 void OutputSpool::add_dropped(std::uint64_t n) {

@@ -38,6 +38,8 @@ class OutputSpool {
   // else from the file.
   std::string read(std::uint64_t offset, std::size_t limit) const;
   const std::string& path() const { return path_; }
+  // The errno of the write that failed (ENOSPC: the state dir is full), 0 while all was written.
+  int write_error() const;
 
  private:
   mutable std::mutex mu_;
@@ -47,6 +49,7 @@ class OutputSpool {
   std::string tail_;          // the last bytes, at most 2 * tail_keep_
   std::uint64_t total_ = 0;
   std::uint64_t dropped_ = 0;
+  int write_error_ = 0;
 };
 
 }  // namespace kiln::sandbox

@@ -102,6 +102,9 @@ struct ExecResult {
   std::string run_dir;
   nlohmann::json isolation;
   std::string warning;  // set loudly for isolation none
+  // Set when the output could not be saved in the state directory (a full disk): what happened,
+  // in words. The tails are still in `out`/`err`; the pages beyond them are lost.
+  std::string output_error;
 };
 
 struct BackgroundStarted {

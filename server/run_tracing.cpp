@@ -67,6 +67,10 @@ traces::TraceFinish trace_finish_of(const sbx::ExecResult& r, const json& start_
               {"fresh_sandbox", r.fresh_sandbox},
               {"limits_hit", r.limits_hit}};
   if (!r.warning.empty()) f.result["warning"] = r.warning;
+  if (!r.output_error.empty()) {
+    f.status = "error";
+    f.error = r.output_error;
+  }
   json policy = start_policy.is_object() ? start_policy : json::object();
   if (!r.isolation.is_null()) policy["isolation_report"] = r.isolation;
   f.policy = std::move(policy);

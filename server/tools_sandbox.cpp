@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sandbox/manager.h"
+#include "sandbox/output_spool.h"
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
 #include "server/run_tracing.h"
@@ -230,6 +231,18 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
   if (!r) {
     end_trace_on_error(r.error());
     return std::unexpected(r.error());
+  }
+  if (!r->output_error.empty()) {
+    // The command ran, but what it printed is not kept: a result would look whole while its pages
+    // are gone, so this is an error that still says how the command ended.
+    auto last = [](const std::string& t) {
+      return t.size() > 2000 ? sbx::sanitize_utf8(std::string_view(t).substr(t.size() - 2000)) : t;
+    };
+    return fail(Errc::io,
+                fmt::format("{} {}, but {}. Free space in the state directory (or set KILN_HOME to a folder on a "
+                            "larger disk) and run it again. Trace {}. Last output:\n{}{}",
+                            r->run_id, describe_stop(*r), r->output_error, trace_id.empty() ? "none" : trace_id,
+                            last(r->out.text), last(r->err.text)));
   }
   json out = {{"run_id", r->run_id},
               {"sandbox_id", r->sandbox_id},

@@ -97,7 +97,11 @@ TraceRecord row_to_record(const Stmt& s) {
 }
 
 Error db_error(sqlite3* db, std::string_view what) {
-  return Error{Errc::io, fmt::format("trace store: {} failed: {}", what, sqlite3_errmsg(db))};
+  // SQLITE_FULL is a full disk under the state directory: say what to do about it.
+  const char* hint = sqlite3_errcode(db) == SQLITE_FULL
+                         ? "; the state directory is full: free space there or set KILN_HOME to a folder on a larger disk"
+                         : "";
+  return Error{Errc::io, fmt::format("trace store: {} failed: {}{}", what, sqlite3_errmsg(db), hint)};
 }
 
 bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {

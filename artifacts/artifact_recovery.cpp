@@ -1,0 +1,151 @@
+// Crash and full-disk leftovers of the blob store: temp copies of a publish killed mid-copy
+// (blobs/tmp), blobs an unpublish killed before its commit had moved to blobs/trash, and the new
+// blobs of a copy that failed half-way (a full disk), which nothing references.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "artifacts/artifact_internal.h"
+
+namespace kiln::artifacts {
+
+using detail::Stmt;
+using detail::Tx;
+
+namespace {
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); empty when no such
+// process lives (a zombie counts as gone).
+std::string start_time_of(long pid) {
+  int fd = ::open(fmt::format("/proc/{}/stat", pid).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[1024];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return {};
+  std::string stat(buf, std::size_t(n));
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return {};
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (in >> field); ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return {};
+    if (i == 22) return field;
+  }
+  return {};
+}
+
+// For "blob.o<pid>-<start>.XXXXXX": whether that writer is gone; nullopt when the name carries
+// no tag (left to the age rule).
+std::optional<bool> writer_gone(const std::string& name) {
+  auto at = name.find(".o");
+  if (at == std::string::npos) return std::nullopt;
+  auto dash = name.find('-', at);
+  auto dot = dash == std::string::npos ? dash : name.find('.', dash);
+  if (dot == std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  long pid = std::strtol(name.c_str() + at + 2, &end, 10);
+  if (end != name.c_str() + dash || pid <= 0) return std::nullopt;
+  std::string start = name.substr(dash + 1, dot - dash - 1);
+  if (start.empty() || start.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return start_time_of(pid) != start;
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (auto* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+const std::string& owner_tag() {
+  static const std::string tag = fmt::format("o{}-{}", ::getpid(), start_time_of(::getpid()));
+  return tag;
+}
+
+std::string write_failure(const std::string& dir, int err) {
+  if (err == ENOSPC || err == EDQUOT) {
+    return fmt::format("the state directory {} is full ({}): nothing was published; free space there (unpublish "
+                       "old versions, delete other files on that disk) or set KILN_HOME to a folder on a larger "
+                       "disk, then publish again",
+                       dir, std::strerror(err));
+  }
+  return fmt::format("cannot write to {}: {}", dir, std::strerror(err));
+}
+
+}  // namespace detail
+
+void ArtifactStore::reclaim_leftovers() {
+  // Temp copies: a dead writer's at once; untagged ones (older servers) once an hour old.
+  const std::string tmp = dir_ + "/blobs/tmp";
+  const std::time_t now = std::time(nullptr);
+  for (const auto& n : names_in(tmp)) {
+    const std::string p = tmp + "/" + n;
+    struct stat st {};
+    if (writer_gone(n).value_or(::lstat(p.c_str(), &st) == 0 && now - st.st_mtime > 3600)) ::unlink(p.c_str());
+  }
+  // Trash: an unpublish moves unreferenced blobs there under the write lock and deletes them
+  // after its commit. Killed before the commit, its version still stands: the blob goes back.
+  const std::string trash = dir_ + "/blobs/trash";
+  auto names = names_in(trash);
+  if (names.empty()) return;
+  std::lock_guard lock(mu_);
+  Tx tx(db_);
+  if (!tx.begin()) return;
+  Stmt ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
+  for (const auto& n : names) {
+    const std::string p = trash + "/" + n;
+    const std::string sha = n.substr(0, n.find('.'));
+    ref.reset();
+    ref.bind(1, sha);
+    int rc = ref.step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return;  // unsure: leave everything as it is
+    struct stat st {};
+    if (rc == SQLITE_ROW && detail::valid_sha256_hex(sha) && ::stat(blob_path(sha).c_str(), &st) != 0) {
+      ::mkdir(fmt::format("{}/blobs/sha256/{}", dir_, sha.substr(0, 2)).c_str(), 0700);
+      ::rename(p.c_str(), blob_path(sha).c_str());
+    } else {
+      ::unlink(p.c_str());
+    }
+  }
+  (void)tx.commit();
+}
+
+void ArtifactStore::drop_unreferenced(const std::vector<std::string>& sha256s) {
+  if (sha256s.empty()) return;
+  // Under the write lock, like unpublish: a publish that deduplicated against one of these checks
+  // under the same lock that its blobs still exist, and copies again if not.
+  std::lock_guard lock(mu_);
+  Tx tx(db_);
+  if (!tx.begin()) return;
+  Stmt ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
+  for (const auto& sha : sha256s) {
+    ref.reset();
+    ref.bind(1, sha);
+    int rc = ref.step();
+    if (rc == SQLITE_DONE && detail::valid_sha256_hex(sha)) ::unlink(blob_path(sha).c_str());
+    else if (rc != SQLITE_ROW) break;
+  }
+  (void)tx.commit();
+}
+
+}  // namespace kiln::artifacts
