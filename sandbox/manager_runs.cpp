@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 
@@ -524,6 +525,10 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
   // The waiting caller has its result now; the group clean-up below is not on its path.
   lock.unlock();
   if (sb) sb->execs.erase(run->exec_id);
+  // The last kMaxFinishedRuns runs stay findable; their pipes are closed (open_pipes is 0 here),
+  // so the 2 x 64 KiB read buffers go now rather than stay with each of them (~128 MB at the cap).
+  std::vector<char>().swap(run->out_buf);
+  std::vector<char>().swap(run->err_buf);
   if (run->cg) {
     run->cg->kill_all(5);
     // An emptied per-exec group goes back to its sandbox for the next exec (no rmdir + mkdir per
@@ -578,6 +583,16 @@ ExecResult SandboxManager::Impl::result_of(const std::shared_ptr<Run>& run, cons
   r.sys_ms = run->sys_ms;
   r.limits_hit = run->limits_hit;
   r.run_dir = run->run_dir;
+  for (const auto* spool : {run->out.get(), run->err.get(), run->both.get()}) {
+    int err = spool ? spool->write_error() : 0;
+    if (err == 0 || !r.output_error.empty()) continue;
+    r.output_error = err == ENOSPC || err == EDQUOT
+                         ? fmt::format("the state directory is full: the output could not be saved in {} ({}), "
+                                       "so only its last bytes were kept",
+                                       run->run_dir, std::strerror(err))
+                         : fmt::format("the output could not be saved in {} ({}), so only its last bytes were kept",
+                                       run->run_dir, std::strerror(err));
+  }
   if (sb) {
     r.isolation = sb->isolation;
     r.warning = sb->warning;

@@ -17,6 +17,7 @@
 
 #include "protocol/errors.h"
 #include "protocol/jsonrpc.h"
+#include "protocol/mcp_params.h"
 #include "server/mcp_http_session.h"
 
 namespace kiln::server::mcp_http {
@@ -227,7 +228,14 @@ struct Endpoint::Impl {
       session->handle_message(std::move(msg));
       return sse(hs, stream, std::nullopt);
     }
+    std::optional<json> cancelled;
+    if (auto* n = std::get_if<protocol::Notification>(&msg); n && n->method == "notifications/cancelled") {
+      if (auto p = protocol::decode_cancelled(n->params)) cancelled = p->request_id;
+    }
     session->handle_message(std::move(msg));  // a notification or a reply to one of our requests
+    // The Session has marked the request cancelled (or it was already answered): a response that
+    // has not gone out never will, and its POST stream must not wait for it forever.
+    if (cancelled) hs->end_cancelled(*cancelled);
     Response accepted;
     accepted.status = 202;
     return accepted;

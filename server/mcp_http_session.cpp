@@ -156,6 +156,17 @@ bool HttpSession::closed() {
   return closed_;
 }
 
+void HttpSession::end_cancelled(const json& id) {
+  std::string key = key_of(id);
+  std::lock_guard lock(mu_);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;  // answered before the cancellation arrived
+  auto s = it->second;
+  pending_.erase(it);
+  std::erase_if(progress_owner_, [&](const auto& kv) { return kv.second == key; });
+  s->finish();
+}
+
 void HttpSession::deliver(const json& message) {
   std::string text = protocol::serialize(message);
   if (text.empty()) return;

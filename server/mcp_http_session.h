@@ -63,6 +63,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   // Outbound: where one message of the Session goes.
   void deliver(const nlohmann::json& message);
+  // After the Session took a client's cancellation of request `id`: if no response went out, none
+  // ever will (the Session drops it), so the request's stream ends now instead of staying open.
+  void end_cancelled(const nlohmann::json& id);
 
  private:
   std::string id_;
