@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -90,6 +91,12 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
   s.fds = {{3, spec_r.fd}, {4, status_w.fd}, {5, ctl_theirs.fd}};
   // The helper's environment is not the sandbox's; it needs none of ours.
   s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+#if defined(__SANITIZE_ADDRESS__)
+  // Sanitizer builds only (make test-asan): the helper reports where kiln reports, with the same
+  // options. The sandboxed command never sees these; its environment comes from the spec.
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+    if (const char* v = std::getenv(name)) s.env.push_back(fmt::format("{}={}", name, v));
+#endif
   s.pdeathsig = true;
   auto pid = spawn_process(s);
   if (!pid) {

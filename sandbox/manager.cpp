@@ -104,6 +104,7 @@ SandboxManager::~SandboxManager() {
   impl_->work.reset();
   impl_->io.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->io.shutdown();
 }
 
 const ManagerOptions& SandboxManager::options() const { return impl_->opt; }

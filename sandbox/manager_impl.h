@@ -114,7 +114,13 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   ManagerOptions opt;
   CgroupLayout cg;
   SecretStore secrets;
-  asio::io_context io;
+  // Handlers still queued when the manager goes (a wall timer, a helper-exit watch) hold the Impl
+  // through shared_from_this; the destructor destroys them unrun (execution_context::shutdown),
+  // else they and the Impl keep each other alive forever (found by LeakSanitizer, kiln run --timeout).
+  struct Loop : asio::io_context {
+    using asio::io_context::shutdown;
+  };
+  Loop io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::thread thread;
   std::unique_ptr<asio::steady_timer> reaper;

@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "artifacts/artifact_store.h"
+#include "core/fast_exit.h"
 #include "server/http_cache.h"
 #include "server/http_server.h"
 #include "server/logging.h"
@@ -99,7 +100,7 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
     if (runtime_open) {
       spdlog::default_logger()->flush();
       std::fflush(nullptr);
-      std::_Exit(1);
+      kiln::fast_exit(1);
     }
     return 1;
   };
@@ -187,7 +188,7 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
     mcp->shutdown(std::chrono::milliseconds(1500));
     spdlog::default_logger()->flush();
     std::fflush(nullptr);
-    std::_Exit(0);
+    kiln::fast_exit(0);
   }
   spdlog::default_logger()->flush();
   return 0;

@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/fast_exit.h"
 #include "protocol/errors.h"
 #include "protocol/framing.h"
 #include "protocol/jsonrpc.h"
@@ -149,7 +150,7 @@ int run_stdio(ServerContext& server, const StdioOptions& options) {
   // Handlers that ignored cancellation must not keep the process alive; everything durable is
   // already written, so leave without running destructors that would wait for them.
   std::fflush(nullptr);
-  std::_Exit(0);
+  kiln::fast_exit(0);
 }
 
 }  // namespace kiln::server

@@ -198,6 +198,10 @@ async function rssDuring(fn) {
   return [base, peak];
 }
 const MiB = 1024 * 1024;
+// Memory bound of the flood cases. Under make test-asan (KILN_SANITIZED=1) freed buffers sit in
+// ASan's quarantine (256 MiB by default) and every thread has fake stacks, so the bound is for the
+// real build only; the flood's behaviour is still checked there.
+const RSS_GROWTH_KIB = process.env.KILN_SANITIZED === '1' ? Infinity : 256 * 1024;
 let floodWire = 0;
 let bigRun;
 
@@ -215,7 +219,7 @@ test('case 21a: output flood of 1 GiB: only the tail comes back, with totals; th
   assert.equal(big.stdout_truncated, true);
   assert.equal(big.truncated, true);
   assert.ok(big.stdout.length <= 262144, `returned ${big.stdout.length} chars of stdout`);
-  assert.ok(peak - base < 256 * 1024, `the server's RSS grew by ${Math.round((peak - base) / 1024)} MiB (from ${Math.round(base / 1024)} MiB) while 1 GiB flowed`);
+  assert.ok(peak - base < RSS_GROWTH_KIB, `the server's RSS grew by ${Math.round((peak - base) / 1024)} MiB (from ${Math.round(base / 1024)} MiB) while 1 GiB flowed`);
 });
 
 test('case 21b: the rest of a flood pages through process_output, up to its documented maximum limit', async () => {
@@ -239,7 +243,7 @@ test('case 21c: the default output cap kills an endless flood (stop_reason outpu
   assert.equal(capped.stdout_truncated, true);
   assert.ok(capped.stdout_total_bytes >= 64 * MiB || capped.output?.stdout?.dropped_bytes > 0,
     `totals: ${JSON.stringify(capped.output)} ${capped.stdout_total_bytes}`);
-  assert.ok(peak - base < 256 * 1024, `the server's RSS grew by ${Math.round((peak - base) / 1024)} MiB`);
+  assert.ok(peak - base < RSS_GROWTH_KIB, `the server's RSS grew by ${Math.round((peak - base) / 1024)} MiB`);
 });
 
 test('case 21d: one endless line without a newline', async () => {

@@ -118,6 +118,10 @@ if (only !== 'root') {
         HOME: home, USER, LOGNAME: USER, PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
         LANG: process.env.LANG ?? 'C.UTF-8', KILN_BIN: kilnBin,
       };
+      // Sanitizer builds (make test-asan): kilntest's kiln processes report where root's do.
+      for (const v of ['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS', 'KILN_SANITIZED']) {
+        if (process.env[v]) env[v] = process.env[v];
+      }
       runs.push(runSuite(USER, { wrap: ['runuser', '-u', USER, '--'], env }));
       fs.rmSync(home, { recursive: true, force: true });
     }
