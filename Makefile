@@ -12,12 +12,12 @@ KILN_ABS = $(abspath $(KILN))
 # ccache keeps its cache inside the build folder: nothing outside it that a fresh machine lacks.
 export CCACHE_DIR ?= $(abspath $(BUILD))/.ccache
 
-.PHONY: all help deps node-deps build test unit wire e2e robustness conformance nvim vscode demo bench clean
+.PHONY: all help deps node-deps build test test-asan fuzz unit wire e2e robustness conformance nvim vscode demo bench clean
 
 all: build
 
 help:
-	@echo "make demo | make test | make build | make bench | make unit|wire|e2e|conformance|nvim|vscode | make clean   [BUILD=dir JOBS=n]"
+	@echo "make demo | make test | make test-asan | make fuzz | make build | make bench | make unit|wire|e2e|conformance|nvim|vscode | make clean   [BUILD=dir JOBS=n]"
 
 deps:
 	@scripts/install-deps.sh
@@ -39,6 +39,19 @@ endif
 
 test: build node-deps
 	@scripts/run-tests.sh $(BUILD)
+
+# Every suite (but fuzz, sanitized on its own) against kiln and kiln-sandbox built with ASan+UBSan
+# (preset "asan", build-asan/); fails on any sanitizer report. ASAN_SUITES="unit e2e" narrows it.
+test-asan: deps node-deps
+	@test -f build-asan/build.ninja || cmake --preset asan
+	CCACHE_DIR=$(abspath build-asan)/.ccache cmake --build build-asan -j $(JOBS)
+	@scripts/test-asan.sh build-asan $(ASAN_SUITES)
+
+# Every libFuzzer target in fuzz/ for FUZZ_SECONDS (default 120) each, built with clang 19 in
+# build-fuzz/ (make test runs the same for ~10 s each: the fuzz suite). Crash inputs land in
+# $(BUILD)/test-logs/fuzz-crashes/.
+fuzz: deps
+	@scripts/fuzz.sh $(abspath $(BUILD))
 
 # One suite at a time, for development.
 unit: build

@@ -14,13 +14,18 @@ bench=0
 # 0.10.4 that scripts/install-nvim010.sh unpacks from Debian's archive into the build folder).
 # build-essential libx11-dev libxkbfile-dev libsecret-1-dev libkrb5-dev: code-server's native
 # modules, built at install for the VS Code end-to-end test.
+# wrk: the load test's HTTP clients on published artifacts (tests/robustness/load.test.mjs).
+# clang-19 libclang-rt-19-dev: the libFuzzer targets in fuzz/ (scripts/fuzz.sh; clang 14 is too old
+# for libstdc++ 12's std::expected).
+# sqlite3: the fault tests' integrity_check of the state databases (tests/robustness/faults.test.mjs).
 packages=(cmake ninja-build g++ pkg-config ccache nlohmann-json3-dev libboost1.81-dev libspdlog-dev
           doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev libpugixml-dev ripgrep python3
-          chromium neovim tmux patchelf build-essential libx11-dev libxkbfile-dev libsecret-1-dev libkrb5-dev)
+          chromium neovim tmux patchelf build-essential libx11-dev libxkbfile-dev libsecret-1-dev libkrb5-dev wrk
+          clang-19 libclang-rt-19-dev sqlite3)
 
 # Benchmark peers only: bubblewrap (bwrap), and socat, which the srt CLI needs next to bwrap on Linux;
-# nginx and wrk for the static-serving comparison with `kiln serve`.
-bench_packages=(bubblewrap socat nginx wrk)
+# nginx and wrk for the static-serving comparison with `kiln serve`; gnuplot-nox draws bench/scaling.png.
+bench_packages=(bubblewrap socat nginx wrk gnuplot-nox)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

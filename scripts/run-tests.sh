@@ -80,7 +80,10 @@ run_helper_as() {
   shift
   local log="$logs/helper-$who.log"
   echo "-- kiln-sandbox checks as $who --"
-  "$@" env KILN_SANDBOX="$build_abs/kiln-sandbox" python3 tests/sandbox_helper/check_helper.py 2>&1 | tee "$log"
+  # Sanitizer builds (scripts/test-asan.sh): setpriv --reset-env must not drop the report options.
+  local keep=() v
+  for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do [[ -n ${!v:-} ]] && keep+=("$v=${!v}"); done
+  "$@" env "${keep[@]}" KILN_SANDBOX="$build_abs/kiln-sandbox" python3 tests/sandbox_helper/check_helper.py 2>&1 | tee "$log"
   local line n f
   line=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)
   if [[ -z $line ]]; then
