@@ -70,6 +70,9 @@ Result<ToolOutput> file_search(CallContext& ctx, const json& args) {
   };
   auto r = ws::search(*(*wsp)->root, req, ctx.stop, progress);
   if (!r) return std::unexpected(r.error());  // cancellation arrives as Errc::cancelled
+  // The walk ticks every so often; one that finished between ticks has still made progress, and a
+  // client that asked for it hears the final count before the response.
+  progress(r->files_scanned);
 
   json matches = json::array();
   for (const auto& m : r->matches) {

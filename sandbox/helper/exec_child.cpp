@@ -63,6 +63,10 @@ void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_f
     rlim_t v = l.value;
     if (cur.rlim_max != RLIM_INFINITY && v > cur.rlim_max) v = cur.rlim_max;  // raising needs init-ns caps
     struct rlimit nl {v, v};
+    // CPU: SIGXCPU at the limit, SIGKILL a second later only if that is ignored. With equal soft and
+    // hard limits the kernel sends SIGKILL at once, which cannot be told from any other kill -9, and
+    // under load its tick-sampled CPU time runs ahead of what wait4 reports afterwards.
+    if (l.resource == RLIMIT_CPU && (cur.rlim_max == RLIM_INFINITY || v < cur.rlim_max)) nl.rlim_max = v + 1;
     if (::setrlimit(l.resource, &nl) != 0) die(err_fd, "rlimits", errno, "setrlimit");
   }
 
