@@ -220,8 +220,10 @@ test('case 5: /proc/<pid>/root, /proc/self/fd and fds leaked from the server', a
     'cat /proc/1/environ /proc/2/environ /proc/1/cmdline 2>/dev/null | tr "\\0" " "; echo',
     'for f in /proc/1/fd/* /proc/2/fd/*; do readlink $f; done 2>/dev/null',
     'ls /proc/1/root/ /proc/1/cwd/ 2>&1 | head -3',
-    // Listed by ls (another process): a glob in the shell itself would show its own directory fd.
-    'ls -l /proc/$$/fd/ | sed -n "s/.* \\([0-9][0-9]*\\) -> \\(.*\\)$/FD \\1 \\2/p"',
+    // The fds of the background sleep, forked before any pipeline: the shell's own list would race
+    // with the pipe it opens for `ls | sed` (its fd 3 until it closes it after forking sed), and a
+    // glob in the shell itself would show its directory fd.
+    'ls -l /proc/$bg/fd/ | sed -n "s/.* \\([0-9][0-9]*\\) -> \\(.*\\)$/FD \\1 \\2/p"',
     'kill $bg; echo END',
   ].join('; ');
   const r = await exec(k, script);
@@ -243,7 +245,7 @@ test('case 5: /proc/<pid>/root, /proc/self/fd and fds leaked from the server', a
   }
   // A background run and a run in a session sandbox get no more.
   await withSandbox(k, {}, async (id) => {
-    const bg = await exec(k, 'ls -l /proc/$$/fd/ | sed -n "s/.* \\([0-9][0-9]*\\) -> .*/FD \\1/p"', { sandbox_id: id, background: true });
+    const bg = await exec(k, 'sleep 30 & ls -l /proc/$!/fd/ | sed -n "s/.* \\([0-9][0-9]*\\) -> .*/FD \\1/p"; kill $!', { sandbox_id: id, background: true });
     const { data } = await readAll(k, bg.run_id);
     const got = [...data.matchAll(/^FD (\d+)$/gm)].map((m) => Number(m[1])).sort((a, b) => a - b);
     assert.deepEqual(got, [0, 1, 2], `fds of a background run: ${data}`);
