@@ -90,10 +90,6 @@ bool valid_manifest_path(std::string_view p);
 std::int64_t add_seconds(std::int64_t now, std::int64_t s);
 // now + s + 1: an expiry `s` seconds from a whole-second clock that lasts at least `s` seconds.
 std::int64_t expiry_after(std::int64_t now, std::int64_t s);
-// "o<pid>-<start time>" of this process. Temp files in blobs/tmp carry it, so a later start can
-// tell a dead writer's leftovers (kill -9 mid-publish) from a live one's: pids are reused, the
-// pair is not.
-const std::string& owner_tag();
 // The text of a failed write into the state directory; a full disk says so and what to do.
 std::string write_failure(const std::string& dir, int err);
 

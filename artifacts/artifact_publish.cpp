@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "artifacts/artifact_internal.h"
+#include "core/owner_tag.h"
 #include "workspace/root.h"
 #include "workspace/state_store.h"
 #include "workspace/tree_walk.h"
@@ -130,7 +131,7 @@ class BlobWriter {
 
  private:
   Result<std::pair<std::string, int>> temp_file(const std::string& shown) {
-    std::string path = dir_ + "/blobs/tmp/blob." + detail::owner_tag() + ".XXXXXX";
+    std::string path = dir_ + "/blobs/tmp/blob." + kiln::owner_tag() + ".XXXXXX";
     int fd = ::mkostemp(path.data(), O_CLOEXEC);
     if (fd < 0) return fail(Errc::io, fmt::format("cannot copy '{}' into {}: {}", shown, dir_, std::strerror(errno)));
     return std::pair{path, fd};

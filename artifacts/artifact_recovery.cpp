@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "artifacts/artifact_internal.h"
+#include "core/owner_tag.h"
 
 namespace kiln::artifacts {
 
@@ -25,43 +26,6 @@ using detail::Stmt;
 using detail::Tx;
 
 namespace {
-
-// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); empty when no such
-// process lives (a zombie counts as gone).
-std::string start_time_of(long pid) {
-  int fd = ::open(fmt::format("/proc/{}/stat", pid).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[1024];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return {};
-  std::string stat(buf, std::size_t(n));
-  auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return {};
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && (in >> field); ++i) {
-    if (i == 3 && (field == "Z" || field == "X")) return {};
-    if (i == 22) return field;
-  }
-  return {};
-}
-
-// For "blob.o<pid>-<start>.XXXXXX": whether that writer is gone; nullopt when the name carries
-// no tag (left to the age rule).
-std::optional<bool> writer_gone(const std::string& name) {
-  auto at = name.find(".o");
-  if (at == std::string::npos) return std::nullopt;
-  auto dash = name.find('-', at);
-  auto dot = dash == std::string::npos ? dash : name.find('.', dash);
-  if (dot == std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  long pid = std::strtol(name.c_str() + at + 2, &end, 10);
-  if (end != name.c_str() + dash || pid <= 0) return std::nullopt;
-  std::string start = name.substr(dash + 1, dot - dash - 1);
-  if (start.empty() || start.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return start_time_of(pid) != start;
-}
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -76,11 +40,6 @@ std::vector<std::string> names_in(const std::string& dir) {
 }  // namespace
 
 namespace detail {
-
-const std::string& owner_tag() {
-  static const std::string tag = fmt::format("o{}-{}", ::getpid(), start_time_of(::getpid()));
-  return tag;
-}
 
 std::string write_failure(const std::string& dir, int err) {
   if (err == ENOSPC || err == EDQUOT) {
@@ -101,7 +60,8 @@ void ArtifactStore::reclaim_leftovers() {
   for (const auto& n : names_in(tmp)) {
     const std::string p = tmp + "/" + n;
     struct stat st {};
-    if (writer_gone(n).value_or(::lstat(p.c_str(), &st) == 0 && now - st.st_mtime > 3600)) ::unlink(p.c_str());
+    auto alive = kiln::tagged_owner_alive(n);
+    if (alive ? !*alive : ::lstat(p.c_str(), &st) == 0 && now - st.st_mtime > 3600) ::unlink(p.c_str());
   }
   // Trash: an unpublish moves unreferenced blobs there under the write lock and deletes them
   // after its commit. Killed before the commit, its version still stands: the blob goes back.

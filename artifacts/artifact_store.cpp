@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "artifacts/artifact_internal.h"
+#include "core/owner_tag.h"
 
 namespace kiln::artifacts {
 
@@ -157,7 +158,7 @@ Result<void> ArtifactStore::load_cookie_key() {
       return {};
     }
     if (errno != ENOENT) return fail(Errc::io, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-    std::string tmp = dir_ + "/blobs/tmp/serve.key." + detail::owner_tag() + ".XXXXXX";
+    std::string tmp = dir_ + "/blobs/tmp/serve.key." + kiln::owner_tag() + ".XXXXXX";
     int out = ::mkstemp(tmp.data());
     if (out < 0) return fail(Errc::io, fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
     ::fchmod(out, 0600);

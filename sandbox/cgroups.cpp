@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "core/owner_tag.h"
+
 namespace kiln::sandbox {
 
 namespace {
@@ -328,38 +330,8 @@ void CgroupSet::remove(std::vector<std::string>& removed, std::vector<std::strin
   }
 }
 
-namespace {
-
-// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; with the pid it names one
-// process for the whole uptime (pids are reused, the pair is not).
-std::string process_start_time(long pid) {
-  std::string stat = read_small_file(fmt::format("/proc/{}/stat", pid));
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return {};
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && (in >> field); ++i)
-    if (i == 22) return field;
-  return {};
-}
-
-// true: owner alive, false: owner gone, nullopt: the name carries no owner.
-std::optional<bool> owner_alive(const std::string& name) {
-  auto at = name.rfind(".o");
-  if (at == std::string::npos) return std::nullopt;
-  auto dash = name.find('-', at);
-  if (dash == std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  long pid = std::strtol(name.c_str() + at + 2, &end, 10);
-  if (end != name.c_str() + dash || pid <= 0) return std::nullopt;
-  std::string start = process_start_time(pid);
-  return !start.empty() && start == name.substr(dash + 1);
-}
-
-}  // namespace
-
 std::string cgroup_owner_suffix() {
-  static const std::string suffix = fmt::format(".o{}-{}", ::getpid(), process_start_time(::getpid()));
+  static const std::string suffix = "." + kiln::owner_tag();
   return suffix;
 }
 
@@ -378,7 +350,7 @@ std::vector<std::string> cleanup_stale_cgroups(const CgroupLayout& layout, int m
       struct stat st {};
       if (::stat(d.c_str(), &st) != 0) continue;
       // The owner's liveness decides; the age rule is only for names without an owner.
-      auto alive = owner_alive(n);
+      auto alive = kiln::tagged_owner_alive(n);
       if (alive.value_or(now - st.st_mtime < min_age_s)) continue;
       // A live sandbox always has its helper in the group; an empty one lost its server.
       bool busy = false;

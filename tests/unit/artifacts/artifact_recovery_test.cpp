@@ -7,6 +7,7 @@
 
 #include "artifact_test_support.h"
 #include "artifacts/artifact_internal.h"
+#include "core/owner_tag.h"
 
 using namespace kiln;
 using namespace kiln::artifacts;
@@ -24,7 +25,7 @@ TEST_CASE("opening the store reclaims temp copies of dead writers and an interru
   // One killed after its commit: nothing references this one.
   write_file(trash + std::string(64, 'a') + ".00000001", "gone");
   write_file(tmp + "blob.o2147483646-1.AbCdEf", "dead writer");           // no such process
-  write_file(tmp + "blob." + detail::owner_tag() + ".GhIjKl", "live writer");  // this process
+  write_file(tmp + "blob." + kiln::owner_tag() + ".GhIjKl", "live writer");  // this process
   write_file(tmp + "blob.MnOpQr", "older server, young file");           // no tag: age rule
 
   f.reopen();
@@ -32,7 +33,7 @@ TEST_CASE("opening the store reclaims temp copies of dead writers and an interru
   CHECK(std::filesystem::exists(index->blob_path));
   CHECK(std::filesystem::is_empty(f.state.path + "/blobs/trash"));
   CHECK_FALSE(std::filesystem::exists(tmp + "blob.o2147483646-1.AbCdEf"));
-  CHECK(std::filesystem::exists(tmp + "blob." + detail::owner_tag() + ".GhIjKl"));
+  CHECK(std::filesystem::exists(tmp + "blob." + kiln::owner_tag() + ".GhIjKl"));
   CHECK(std::filesystem::exists(tmp + "blob.MnOpQr"));
 }
 
