@@ -363,64 +363,62 @@ function summarise(t, name, results) {
 
 const ITERATIONS = Number(process.env.KILN_FAULT_ITERATIONS) || 3;
 
-test('kill -9 of kiln mcp during sandbox_exec in a fresh sandbox', { skip: sandboxSkip }, async (t) => {
+// ITERATIONS kills of kiln mcp on one workspace, each with its own marker: `round(i, ws, marker)`
+// prepares the workspace and gives killMcpDuring's action and afterRestart; `check(result, i)`
+// asserts on what each kill left.
+async function killRounds(t, name, expectKind, round, check = () => {}) {
   const ws = tempDir('kiln-faults-ws-');
   const results = [];
   for (let i = 0; i < ITERATIONS; i++) {
     const marker = `kfault${crypto.randomBytes(5).toString('hex')}`;
-    results.push(await killMcpDuring(t, {
-      ws, marker, expectKind: 'exec',
-      action: async (m) => {
-        const id = m.send('sandbox_exec', { command: streamer(marker), timeout_s: 120 }, { progress: true });
-        await killPoint(i, () => m.progressed(id), 600);
-      },
-      afterRestart: execStillWorks,
-    }));
-    if (isRoot && i === 0) assert.ok(results[0].cgroups > 0, 'control: as root a sandbox has cgroup folders to leave behind');
+    results.push(await killMcpDuring(t, { ws, marker, expectKind, ...round(i, ws, marker) }));
+    check(results[i], i);
   }
-  summarise(t, 'fresh sandbox exec', results);
+  summarise(t, name, results);
+}
+
+test('kill -9 of kiln mcp during sandbox_exec in a fresh sandbox', { skip: sandboxSkip }, async (t) => {
+  await killRounds(t, 'fresh sandbox exec', 'exec', (i, ws, marker) => ({
+    action: async (m) => {
+      const id = m.send('sandbox_exec', { command: streamer(marker), timeout_s: 120 }, { progress: true });
+      await killPoint(i, () => m.progressed(id), 600);
+    },
+    afterRestart: execStillWorks,
+  }), (r, i) => {
+    if (isRoot && i === 0) assert.ok(r.cgroups > 0, 'control: as root a sandbox has cgroup folders to leave behind');
+  });
 });
 
 test('kill -9 of kiln mcp during sandbox_exec in a session sandbox', { skip: sandboxSkip }, async (t) => {
-  const ws = tempDir('kiln-faults-ws-');
-  const results = [];
-  for (let i = 0; i < ITERATIONS; i++) {
-    const marker = `kfault${crypto.randomBytes(5).toString('hex')}`;
-    results.push(await killMcpDuring(t, {
-      ws, marker, expectKind: 'exec',
-      action: async (m) => {
-        const sb = await m.ok('sandbox_create', {});
-        // A background process too: the session's whole tree must go with the server.
-        await m.ok('sandbox_exec', { sandbox_id: sb.sandbox_id, command: `sleep 300 # ${marker}`, background: true });
-        const id = m.send('sandbox_exec', { sandbox_id: sb.sandbox_id, command: streamer(marker), timeout_s: 120 }, { progress: true });
-        await killPoint(i, () => m.progressed(id), 600);
-      },
-      afterRestart: async (m2) => {
-        await execStillWorks(m2);
-        const sb = await m2.ok('sandbox_create', {});
-        const r = await m2.ok('sandbox_exec', { sandbox_id: sb.sandbox_id, command: 'echo session-works' });
-        assert.match(r.stdout, /session-works/);
-        await m2.ok('sandbox_destroy', { sandbox_id: sb.sandbox_id });
-      },
-    }));
-    if (isRoot) assert.ok(results[i].cgroups > 0, 'control: as root a session sandbox has cgroup folders to leave behind');
-  }
-  summarise(t, 'session sandbox exec', results);
+  await killRounds(t, 'session sandbox exec', 'exec', (i, ws, marker) => ({
+    action: async (m) => {
+      const sb = await m.ok('sandbox_create', {});
+      // A background process too: the session's whole tree must go with the server.
+      await m.ok('sandbox_exec', { sandbox_id: sb.sandbox_id, command: `sleep 300 # ${marker}`, background: true });
+      const id = m.send('sandbox_exec', { sandbox_id: sb.sandbox_id, command: streamer(marker), timeout_s: 120 }, { progress: true });
+      await killPoint(i, () => m.progressed(id), 600);
+    },
+    afterRestart: async (m2) => {
+      await execStillWorks(m2);
+      const sb = await m2.ok('sandbox_create', {});
+      const r = await m2.ok('sandbox_exec', { sandbox_id: sb.sandbox_id, command: 'echo session-works' });
+      assert.match(r.stdout, /session-works/);
+      await m2.ok('sandbox_destroy', { sandbox_id: sb.sandbox_id });
+    },
+  }), (r) => {
+    if (isRoot) assert.ok(r.cgroups > 0, 'control: as root a session sandbox has cgroup folders to leave behind');
+  });
 });
 
 test('kill -9 of kiln mcp during verify', { skip: sandboxSkip }, async (t) => {
-  const ws = tempDir('kiln-faults-ws-');
-  const results = [];
-  for (let i = 0; i < ITERATIONS; i++) {
-    const marker = `kfault${crypto.randomBytes(5).toString('hex')}`;
+  await killRounds(t, 'verify', 'verify', (i, ws, marker) => {
     fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify({
       verify: [
         { name: 'slow', run: `for i in $(seq 1 60); do echo "step $i ${marker}"; sleep 0.05; done` },
         { name: 'quick', run: 'echo quick-check' },
       ],
     }));
-    results.push(await killMcpDuring(t, {
-      ws, marker, expectKind: 'verify',
+    return {
       action: async (m) => {
         const id = m.send('verify', {}, { progress: true });
         await killPoint(i, () => m.progressed(id), 1500);
@@ -429,9 +427,8 @@ test('kill -9 of kiln mcp during verify', { skip: sandboxSkip }, async (t) => {
         const v = await m2.ok('verify', { checks: ['quick'] });
         assert.equal(v.status, 'pass', JSON.stringify(v));
       },
-    }));
-  }
-  summarise(t, 'verify', results);
+    };
+  });
 });
 
 // A folder with many small files and a few large ones, with the bytes of every file.
