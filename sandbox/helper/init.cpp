@@ -75,7 +75,8 @@ void run_init(const Spec& spec, Status& status, int control_fd, int alive_fd) {
                            {"landlock", ctx.landlock.fd >= 0},
                            {"seccomp", !ctx.seccomp.insns.empty()},
                            {"cgroups", spec.cgroups.size()},
-                           {"skipped_ro_binds", mounts.skipped}};
+                           {"skipped_ro_binds", mounts.skipped},
+                           {"proc", {{"read_only", true}, {"masked", mounts.proc.masked}}}};
   status.ok("ready", {{"report", report}});
   status.close();
   run_supervisor(ctx, control_fd);

@@ -113,7 +113,9 @@ bool build_landlock(const Spec& spec, const MountReport& mounts, LandlockRuleset
   if (ok) ok = add_rule(fd, spec.workspace, spec.workspace_writable ? rw : read_exec, handled, e);
   if (ok) ok = add_rule(fd, "/tmp", rw, handled, e);
   if (ok) ok = add_rule(fd, "/dev/shm", rw, handled, e);
-  if (ok) ok = add_rule(fd, "/proc", kReadFile | kReadDir | kWriteFile, handled, e);
+  // Read-only, like the mount: with Kiln run as root the sandbox's uid 0 is the host's, and /proc/sys
+  // checks uid and mode only. Writes through /proc/self/fd/N land on the target's own rule.
+  if (ok) ok = add_rule(fd, "/proc", kReadFile | kReadDir, handled, e);
   for (const auto& n : mounts.dev_nodes)
     if (ok) ok = add_rule(fd, n, kReadFile | kWriteFile | kTruncate | kIoctlDev, handled, e);
   if (!ok) {

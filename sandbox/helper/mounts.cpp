@@ -3,6 +3,8 @@
 // then made read-only recursively with mount_setattr(2), so no submount stays writable.
 #include "sandbox/helper/mounts.h"
 
+#include "sandbox/helper/proc_mask.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -205,13 +207,7 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
         if (!build_dev(report, spec.tmp_size_mb, e)) return false;
         break;
       case Kind::proc:
-        if (!mkdir_p(dst, e)) return false;
-        if (::mount("proc", dst.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-          return fail_errno(e, kStep, "mounting a new /proc",
-                            errno == EPERM ? "the kernel refuses a new /proc in a user namespace when the host's "
-                                             "/proc is partly hidden (a container runtime masking /proc paths); "
-                                             "run Kiln outside such a container or with --privileged"
-                                           : "");
+        if (!mount_proc(dst, "/oldroot/dev/null", report.proc, e)) return false;
         break;
     }
   }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/helper/proc_mask.h"
 #include "sandbox/helper/spec.h"
 #include "sandbox/helper/step_error.h"
 
@@ -19,6 +20,7 @@ struct MountReport {
   std::vector<MountedPath> ro;       // read-only binds actually mounted (symlinks excluded)
   std::vector<std::string> skipped;  // ro_binds absent on this host
   std::vector<std::string> dev_nodes;  // "/dev/null", ...
+  ProcReport proc;                     // the read-only /proc and what in it is hidden
 };
 
 // Step "mounts": everything up to, not including, pivot_root. Must run as pid 1 of the new pid

@@ -4,6 +4,7 @@
 # unprivileged user (the workspace must belong to the user running it).
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -167,6 +168,25 @@ def main():
     check("stdin is passed", r["stdout"] == "hello stdin", json.dumps(r))
     r = h.run(["sh", "-c", "ulimit -t; ulimit -n"], rlimits={"cpu_s": 7, "nofile": 99})
     check("rlimits applied", r["stdout"].split() == ["7", "99"], r["stdout"])
+
+    # Case 31: /proc holds even without Landlock (the mounts alone): nothing under /proc opens for
+    # writing, /proc/sys stays readable, host-wide entries are hidden.
+    walker = os.path.join(HERE, "..", "security", "probes", "proc_write_walk.py")
+    shutil.copy(walker, os.path.join(ws, "proc_walk.py"))
+    for landlock in (True, False):
+        hp = Helper(ws, landlock=landlock)
+        hp.start()
+        r = hp.run([PY, "proc_walk.py", "/proc", "/sys"], timeout=120)
+        try:
+            rep = json.loads(r["stdout"])
+        except ValueError:
+            rep = {"checked": 0, "writable_count": -1}
+        check("landlock %s: no /proc or /sys entry opens for writing" % ("on" if landlock else "off"),
+              rep["checked"] > 300 and rep["writable_count"] == 0, r["stdout"][:800] + r["stderr"][:400])
+        r = hp.sh("cat /proc/sys/kernel/pid_max >/dev/null && echo readable; head -c 10 /proc/sched_debug /proc/timer_list 2>/dev/null | wc -c")
+        check("landlock %s: /proc/sys readable, sched_debug and timer_list empty" % ("on" if landlock else "off"),
+              r["stdout"].split() == ["readable", "0"], r["stdout"] + r["stderr"])
+        hp.shutdown()
 
     # Two helpers: private /tmp each.
     h.sh("echo a > /tmp/only_in_a")
