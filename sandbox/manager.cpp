@@ -193,6 +193,12 @@ json limits_report(const SandboxPolicy& p, const CgroupLayout& cg, bool have_cg)
                            "each exec (whole tree)");
   }
   if (l.file_size_mb) out["file_size_mb"] = entry(*l.file_size_mb, "rlimit RLIMIT_FSIZE", "each process");
+  if (l.disk_mb)
+    out["disk_mb"] = entry(*l.disk_mb,
+                           "kiln (free space of the workspace's filesystem, polled outside the sandbox every 250 ms; "
+                           "the tree is killed when it shrank by more, or fell below the server's reserve; other "
+                           "writers to that filesystem count too)",
+                           "each exec");
   return out;
 }
 
@@ -233,10 +239,41 @@ json SandboxManager::host_report() const {
               {"allow_unsandboxed", impl_->opt.allow_unsandboxed}};
 }
 
+Result<HostBudget::Lease> SandboxManager::Impl::admit(const SandboxPolicy& policy, Admission how,
+                                                      std::stop_token stop) {
+  // A limit left unset is counted at the default a cgroup would get: unlimited must not mean free.
+  BudgetClaim claim{policy.limits.memory_mb.value_or(2048), policy.limits.pids.value_or(1024)};
+  auto got = budget.try_acquire(claim);
+  if (got || how == Admission::spare) return got;
+  // Idle spares give way to real requests (also one finished while we wait), and a fresh sandbox
+  // whose exec has just answered is gone a moment later. So even a session sandbox, which is
+  // refused rather than queued, waits the few seconds a clean-up takes before being refused.
+  const auto patience = how == Admission::wait ? std::chrono::duration<double>(policy.limits.wall_s.value_or(600))
+                                               : std::chrono::duration<double>(3);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(patience);
+  for (;;) {
+    bool idle_spares;
+    {
+      std::lock_guard lock(mu);
+      idle_spares = !spares.empty();
+    }
+    if (idle_spares) retire_all_spares();
+    auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+    got = budget.acquire(claim, stop, step);
+    if (got || got.error().code == Errc::cancelled || Clock::now() >= deadline || !budget.could_ever_fit(claim)) break;
+  }
+  if (!got && got.error().code == Errc::too_large && how == Admission::wait)
+    got.error().message += fmt::format(" (waited {:.0f} s for room, the run's wall time)", patience.count());
+  return got;
+}
+
 Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolicy policy, bool fresh,
-                                                                   std::stop_token stop) {
+                                                                   std::stop_token stop, Admission how) {
   if (stopped) return fail(Errc::cancelled, "the server is shutting down");
+  auto lease = admit(policy, how, stop);
+  if (!lease) return std::unexpected(lease.error());
   auto sb = std::make_shared<Sandbox>();
+  sb->lease = std::move(*lease);
   sb->id = random_id("sb_", 12);
   sb->fresh = fresh;
   sb->unsandboxed = policy.isolation == Isolation::none;
@@ -306,7 +343,10 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
                          {"no_new_privs", true},
                          {"capabilities", "all dropped"},
                          {"network", to_string(p.network)},
-                         {"filesystem", fmt::format("{} read-write; read-only system folders; private /tmp", p.workspace_root)},
+                         {"filesystem", fmt::format("{} read-write; read-only system folders; private /tmp; "
+                                                    "read-only /proc with host-wide entries masked",
+                                                    p.workspace_root)},
+                         {"proc", rep.value("proc", json(nullptr))},
                          {"env", "filtered: PATH, HOME, LANG, TERM, env and secrets only"},
                          {"limits", limits},
                          {"setup_steps", started->steps},
@@ -475,6 +515,7 @@ void SandboxManager::Impl::retire_sandbox(const std::shared_ptr<Sandbox>& sb, st
       std::lock_guard lock(mu);
       sandboxes.erase(sb->id);
     }
+    sb->lease.release();
     done(*report);
   };
   if (sb->unsandboxed) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "sandbox/host_budget.h"
 #include "sandbox/types.h"
 
 namespace kiln::sandbox {
@@ -26,6 +27,7 @@ struct ManagerOptions {
   std::chrono::seconds idle_timeout{1800};
   bool cleanup_stale = true;        // remove leftovers of a crashed server at start
   bool warm_spares = true;          // keep a fresh sandbox ready per recent policy (servers, not `kiln run`)
+  HostCeilings ceilings;            // server-wide: live sandboxes, their memory and pids, disk reserve
 };
 
 // Called on the waiting caller's thread, coalesced (~50 ms), with redacted text.

@@ -61,6 +61,7 @@ struct Sandbox {
   bool helper_gone = false;
   std::vector<std::function<void()>> on_helper_gone;
   std::atomic<bool> closing{false};
+  HostBudget::Lease lease;  // this sandbox's share of the server-wide ceilings (given back when it goes)
 };
 
 struct Run {
@@ -81,8 +82,8 @@ struct Run {
   std::uint64_t raw_bytes = 0;
   std::unique_ptr<asio::posix::stream_descriptor> out_pipe, err_pipe, pidfd;
   std::vector<char> out_buf, err_buf;
-  std::unique_ptr<asio::steady_timer> wall_timer, drain_timer, cpu_timer;
-  std::shared_ptr<std::function<void()>> cpu_timer_tick;
+  std::unique_ptr<asio::steady_timer> wall_timer, drain_timer, cpu_timer, disk_timer;
+  std::shared_ptr<std::function<void()>> cpu_timer_tick, disk_timer_tick;
   std::optional<CgroupSet> cg;   // per-exec group (session sandboxes)
   CgroupUsage cg_before;         // sandbox group counters at start, to attribute limits
   pid_t host_pid = -1;           // isolation none
@@ -112,6 +113,7 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   explicit Impl(ManagerOptions o);
 
   ManagerOptions opt;
+  HostBudget budget{opt.ceilings};
   CgroupLayout cg;
   SecretStore secrets;
   // Handlers still queued when the manager goes (a wall timer, a helper-exit watch) hold the Impl
@@ -146,6 +148,7 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   void want_spare(const SandboxPolicy& policy);
   void stop_spares();
   void retire_old_spares();
+  void retire_all_spares();  // under pressure: idle spares make room for a real request
 
   // Runs `f` on the io thread and waits for its result.
   template <class F>
@@ -157,8 +160,16 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
     return fut.get();
   }
 
-  Result<std::shared_ptr<Sandbox>> make_sandbox(SandboxPolicy policy, bool fresh, std::stop_token stop);
+  // How a new sandbox gets its share of the server-wide ceilings: a session sandbox is refused at
+  // once when there is no room, a fresh exec waits (up to its wall time), a spare is just skipped.
+  enum class Admission { refuse, wait, spare };
+  Result<HostBudget::Lease> admit(const SandboxPolicy& policy, Admission how, std::stop_token stop);
+  Result<std::shared_ptr<Sandbox>> make_sandbox(SandboxPolicy policy, bool fresh, std::stop_token stop,
+                                                Admission how = Admission::refuse);
   Result<std::shared_ptr<Run>> launch(const std::shared_ptr<Sandbox>& sb, ExecRequest req);
+  // sandbox/disk_watch.cpp: the free-space reserve before a run, the disk budget during it (io thread).
+  Result<void> check_disk_before(const SandboxPolicy& p) const;
+  void watch_disk(const std::shared_ptr<Run>& run, const std::string& workspace_root);
   std::shared_ptr<Run> find_run(const std::string& id) const;
   std::shared_ptr<Sandbox> find_sandbox(const std::string& id) const;
 

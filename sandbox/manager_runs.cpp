@@ -59,6 +59,7 @@ constexpr const char* kHomePrefix = "[ -d \"$HOME\" ] || mkdir -p \"$HOME\" 2>/d
 
 Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<Sandbox>& sb, ExecRequest req) {
   if (req.argv.empty()) return fail(Errc::invalid_argument, "command is empty");
+  if (auto disk = check_disk_before(sb->policy); !disk) return std::unexpected(disk.error());
   auto run = std::make_shared<Run>();
   run->id = random_id("run_", 10);
   run->sandbox_id = sb->id;
@@ -294,6 +295,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       run->cpu_timer_tick = tick;
       (*tick)();
     }
+    watch_disk(run, sb->policy.workspace_root);
     // stdin given as data: written from the loop, then closed (foreground) so the command sees EOF.
     if (run->req.stdin_data && !run->req.stdin_data->empty()) {
       int wfd;
@@ -472,9 +474,10 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
       if (run->req.want_progress) run->progress += rest;
     }
   }
-  for (auto* t : {&run->wall_timer, &run->drain_timer, &run->cpu_timer})
+  for (auto* t : {&run->wall_timer, &run->drain_timer, &run->cpu_timer, &run->disk_timer})
     if (*t) (*t)->cancel();
   run->cpu_timer_tick.reset();
+  run->disk_timer_tick.reset();
   auto sb = run->sandbox.lock();
   CgroupUsage after;
   bool have_usage = false;
@@ -650,7 +653,8 @@ Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const 
   }
   if (!fresh) return fail(Errc::invalid_argument, "no sandbox_id and no policy for a fresh sandbox");
   auto sb = impl.take_spare(*fresh);
-  auto made = sb ? Result<std::shared_ptr<Sandbox>>(sb) : impl.make_sandbox(*fresh, true, stop);
+  auto made = sb ? Result<std::shared_ptr<Sandbox>>(sb)
+                 : impl.make_sandbox(*fresh, true, stop, SandboxManager::Impl::Admission::wait);
   // Once this exec is done (not now: building competes with it for the CPU), a spare is warmed
   // for the next fresh exec with this policy.
   if (made) (*made)->respawn = *fresh;

@@ -24,6 +24,7 @@ const char* to_string(StopReason r) {
     case StopReason::memory_limit: return "memory_limit";
     case StopReason::pids_limit: return "pids_limit";
     case StopReason::output_limit: return "output_limit";
+    case StopReason::disk_limit: return "disk_limit";
     case StopReason::cancelled: return "cancelled";
     case StopReason::killed: return "killed";
     case StopReason::setup_failed: return "setup_failed";
@@ -70,9 +71,12 @@ Result<void> merge_limits(Limits& l, const json& j, const char* where) {
     else if (k == "pids") r = whole(l.pids);
     else if (k == "output_bytes") r = whole(l.output_bytes);
     else if (k == "file_size_mb") r = whole(l.file_size_mb);
+    else if (k == "disk_mb") r = whole(l.disk_mb);
     else
       return fail(Errc::invalid_argument,
-                  fmt::format("{}: unknown limit '{}' (known: wall_s, cpu_s, memory_mb, pids, output_bytes, file_size_mb)", where, k));
+                  fmt::format("{}: unknown limit '{}' (known: wall_s, cpu_s, memory_mb, pids, output_bytes, "
+                              "file_size_mb, disk_mb)",
+                              where, k));
     if (!r) return r;
   }
   return {};
@@ -141,6 +145,7 @@ void apply_default_limits(Limits& l, bool have_cgroup_memory, bool have_cgroup_p
   if (!l.wall_s) l.wall_s = 600;
   if (!l.output_bytes) l.output_bytes = 64ull << 20;
   if (!l.file_size_mb) l.file_size_mb = 1024;
+  if (!l.disk_mb) l.disk_mb = 4096;
   // Defaults only where a cgroup enforces them for the whole tree; an RLIMIT_AS default would
   // break programs that reserve address space (JVMs, Go, sanitizers) without being asked.
   if (!l.memory_mb && have_cgroup_memory) l.memory_mb = 2048;

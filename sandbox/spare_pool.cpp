@@ -16,7 +16,8 @@ constexpr auto kSpareTtl = std::chrono::seconds(60);
 
 nlohmann::json limits_key(const Limits& l) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  return {opt(l.wall_s), opt(l.cpu_s), opt(l.memory_mb), opt(l.pids), opt(l.output_bytes), opt(l.file_size_mb)};
+  return {opt(l.wall_s), opt(l.cpu_s), opt(l.memory_mb), opt(l.pids), opt(l.output_bytes), opt(l.file_size_mb),
+          opt(l.disk_mb)};
 }
 
 // Everything a sandbox is built from. Secrets are resolved when the sandbox is made, so a
@@ -76,7 +77,7 @@ void SandboxManager::Impl::want_spare(const SandboxPolicy& policy) {
           std::lock_guard lock(mu);
           spare_building = key;
         }
-        auto made = make_sandbox(std::move(job), true, stop);
+        auto made = make_sandbox(std::move(job), true, stop, Admission::spare);
         if (!made) {
           std::lock_guard lock(mu);
           spare_building.clear();
@@ -131,6 +132,16 @@ void SandboxManager::Impl::retire_old_spares() {
     }
   }
   for (auto& sb : old) retire_sandbox(sb, [](CleanupReport) {});
+}
+
+void SandboxManager::Impl::retire_all_spares() {
+  std::vector<std::shared_ptr<Sandbox>> all;
+  {
+    std::lock_guard lock(mu);
+    for (auto& [key, sb] : spares) all.push_back(sb);
+    spares.clear();
+  }
+  for (auto& sb : all) retire_sandbox(sb, [](CleanupReport) {});
 }
 
 }  // namespace kiln::sandbox

@@ -27,6 +27,9 @@ struct Limits {
   std::optional<std::uint64_t> pids;
   std::optional<std::uint64_t> output_bytes;
   std::optional<std::uint64_t> file_size_mb;
+  // How far the workspace's filesystem may fill while a run goes on (free space measured from
+  // outside, the run's own kept output excepted).
+  std::optional<std::uint64_t> disk_mb;
 };
 
 struct SandboxPolicy {
@@ -41,7 +44,7 @@ struct SandboxPolicy {
 };
 
 enum class StopReason {
-  exit, signal, timeout, cpu_limit, memory_limit, pids_limit, output_limit, cancelled, killed,
+  exit, signal, timeout, cpu_limit, memory_limit, pids_limit, output_limit, disk_limit, cancelled, killed,
   setup_failed, interrupted,
 };
 const char* to_string(StopReason r);

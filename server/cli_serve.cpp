@@ -124,7 +124,8 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   }
   std::unique_ptr<mcp_http::Endpoint> mcp;
   if (options.mcp) {
-    auto context = open_mcp_runtime({state_dir, options.workspace, options.allow_unsandboxed, options.sandbox_idle_s});
+    auto context = open_mcp_runtime(
+        {state_dir, options.workspace, options.allow_unsandboxed, options.sandbox_idle_s, options.ceilings});
     if (!context) return refuse(context.error().message);
     runtime_open = true;
     // One process, many clients: no client hears what the process logs for the others.

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "sandbox/host_budget.h"
+
 namespace kiln::server {
 
 struct ServeOptions {
@@ -19,6 +21,7 @@ struct ServeOptions {
   bool allow_unsandboxed = false;
   int sandbox_idle_s = 1800;
   int session_idle_s = 1800;
+  sandbox::HostCeilings ceilings;
   std::size_t max_message_bytes = 16 * 1024 * 1024;
 };
 

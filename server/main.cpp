@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/cli_ceilings.h"
 #include "server/cli_publish.h"
 #include "server/cli_serve.h"
 #include "server/cli_traces.h"
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
                 "Permit sandbox isolation \"none\" (commands run directly on the host; every result says so)");
   mcp->add_option("--sandbox-idle-s", sandbox_idle_s, "Destroy session sandboxes idle this long (default 1800)")
       ->check(CLI::Range(1, 7 * 24 * 3600));
+  kiln::sandbox::HostCeilings ceilings;
+  kiln::server::add_ceiling_options(*mcp, ceilings);
 
   auto* run = app.add_subcommand("run", "Run a command in the sandbox (the same one agents get), streaming its output");
   kiln::server::RunOptions run_opts;
@@ -53,6 +56,7 @@ int main(int argc, char** argv) {
   run->add_option("--pids", run_opts.pids, "Most processes at once");
   run->add_option("--output-bytes", run_opts.output_bytes, "Kill the command after this much output");
   run->add_option("--file-size-mb", run_opts.file_size_mb, "Largest file a process may write");
+  run->add_option("--disk-mb", run_opts.disk_mb, "How far the workspace's filesystem may fill during the run (MiB)");
   run->add_option("--env", run_opts.env, "NAME=VALUE passed into the sandbox (repeatable)");
   run->add_option("--secret", run_opts.secrets, "Secret NAME passed into the sandbox (repeatable)");
   run->add_option("--isolation", run_opts.isolation, "strict (default) or none (needs --allow-unsandboxed)")
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
                   "With --mcp: permit sandbox isolation \"none\" (every result says so)");
   serve->add_option("--sandbox-idle-s", serve_opts.sandbox_idle_s, "With --mcp: destroy idle session sandboxes after this long")
       ->check(CLI::Range(1, 7 * 24 * 3600));
+  kiln::server::add_ceiling_options(*serve, serve_opts.ceilings);
   serve->add_option("--session-idle-s", serve_opts.session_idle_s,
                     "With --mcp: end an MCP session after this long without requests or open streams (default 1800)")
       ->check(CLI::Range(1, 7 * 24 * 3600));
@@ -131,7 +136,7 @@ int main(int argc, char** argv) {
 
   if (mcp->parsed()) {
     kiln::server::block_termination_signals();  // before the first thread, see stdio_transport.h
-    auto server = kiln::server::open_mcp_runtime({state_dir, workspace, allow_unsandboxed, sandbox_idle_s});
+    auto server = kiln::server::open_mcp_runtime({state_dir, workspace, allow_unsandboxed, sandbox_idle_s, ceilings});
     if (!server) {
       std::fprintf(stderr, "kiln: %s\n", server.error().message.c_str());
       return 1;

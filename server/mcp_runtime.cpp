@@ -59,6 +59,7 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   sandbox_options.helper_path = default_helper_path();
   sandbox_options.allow_unsandboxed = options.allow_unsandboxed;
   sandbox_options.idle_timeout = std::chrono::seconds(options.sandbox_idle_s);
+  sandbox_options.ceilings = options.ceilings;
   owned->sandboxes = std::make_unique<sandbox::SandboxManager>(sandbox_options);
 
   // Opening the trace store also marks runs of dead servers as interrupted.

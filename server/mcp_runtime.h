@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "sandbox/host_budget.h"
 #include "server/session.h"
 
 namespace kiln::server {
@@ -15,6 +16,7 @@ struct McpRuntimeOptions {
   std::string startup_workspace;  // --workspace PATH, opened when a client offers no roots
   bool allow_unsandboxed = false;
   int sandbox_idle_s = 1800;
+  sandbox::HostCeilings ceilings;  // --max-sandboxes, --max-sandbox-memory-mb, ... (0: this host's default)
 };
 
 // Opens the stores and the sandbox manager for the rest of the process (tool handlers and the

@@ -25,6 +25,7 @@ json limits_json(const sbx::Limits& l) {
   if (l.pids) j["pids"] = *l.pids;
   if (l.output_bytes) j["output_bytes"] = *l.output_bytes;
   if (l.file_size_mb) j["file_size_mb"] = *l.file_size_mb;
+  if (l.disk_mb) j["disk_mb"] = *l.disk_mb;
   return j;
 }
 

@@ -31,7 +31,7 @@ void register_trace_tools(ToolRegistry& registry, RunTracer& tracer, sandbox::Sa
 struct RunOptions {
   std::string workspace, network, isolation;
   double timeout_s = 0, cpu_s = 0;
-  std::uint64_t memory_mb = 0, pids = 0, output_bytes = 0, file_size_mb = 0;
+  std::uint64_t memory_mb = 0, pids = 0, output_bytes = 0, file_size_mb = 0, disk_mb = 0;
   std::vector<std::string> env, secrets, command;
   bool allow_unsandboxed = false, verbose = false;
 };

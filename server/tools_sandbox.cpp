@@ -115,6 +115,7 @@ std::string describe_stop(const sbx::ExecResult& r) {
     case sbx::StopReason::cpu_limit: return "hit the CPU time limit (cpu_s)";
     case sbx::StopReason::memory_limit: return "hit the memory limit (memory_mb) and was OOM-killed";
     case sbx::StopReason::pids_limit: return "hit the process limit (pids)";
+    case sbx::StopReason::disk_limit: return "filled the disk past its budget (disk_mb) or the server's free-space reserve";
     case sbx::StopReason::output_limit: return "produced more output than output_bytes; the tree was killed";
     case sbx::StopReason::cancelled: return "was cancelled; the whole process tree was killed";
     case sbx::StopReason::killed: return "was killed";

@@ -136,6 +136,7 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   if (o.pids > 0) limits["pids"] = o.pids;
   if (o.output_bytes > 0) limits["output_bytes"] = o.output_bytes;
   if (o.file_size_mb > 0) limits["file_size_mb"] = o.file_size_mb;
+  if (o.disk_mb > 0) limits["disk_mb"] = o.disk_mb;
   if (!limits.empty()) in.args["limits"] = limits;
   json env = json::object();
   for (const auto& kv : o.env) {

@@ -165,7 +165,7 @@ TEST_CASE("a misspelt key is named, with a guess at the intended one") {
   CHECK(error_of(R"({"verfy": []})") ==
         "kiln.json: unexpected property 'verfy' (allowed: $schema, publish, sandbox, verify); did you mean 'verify'?");
   CHECK(error_of(R"({"sandbox": {"limits": {"memory": 10}}})") ==
-        "kiln.json: /sandbox/limits: unexpected property 'memory' (allowed: cpu_s, file_size_mb, memory_mb, "
+        "kiln.json: /sandbox/limits: unexpected property 'memory' (allowed: cpu_s, disk_mb, file_size_mb, memory_mb, "
         "output_bytes, pids, wall_s)");
   CHECK(error_of(R"({"verify": [{"name": "a", "run": "x", "timeout": 5}]})") ==
         "kiln.json: /verify/0: unexpected property 'timeout' (allowed: cwd, description, env, name, on_failure, "
