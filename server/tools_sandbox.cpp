@@ -29,7 +29,9 @@ namespace sbx = kiln::sandbox;
 constexpr const char* kPolicyArgs[] = {"network", "limits", "secrets", "isolation"};
 
 Result<sbx::SandboxPolicy> policy_for(CallContext& ctx, sbx::SandboxManager& m, const OpenWorkspace& ws,
-                                      const json& args, std::string* config_error) {
+                                      const json& args, std::string* config_error, bool with_env = false) {
+// `env` of sandbox_create belongs to the sandbox (every exec in it sees it); sandbox_exec's `env`
+// is per exec (ExecRequest::env), also in a session sandbox, so it is not a policy argument there.
   const std::string root = ws.root->path();
   if (auto ok = sbx::check_workspace_root(root, ctx.session->store().dir()); !ok) return std::unexpected(ok.error());
   LoadedConfig cfg = load_config(*ws.root);
@@ -41,6 +43,7 @@ Result<sbx::SandboxPolicy> policy_for(CallContext& ctx, sbx::SandboxManager& m, 
     if (args.contains(k)) in.args[k] = args[k];
   in.workspace_root = root;
   in.workspace_id = ws.id;
+  if (with_env && args.contains("env")) in.args["env"] = args["env"];
   auto p = sbx::make_policy(in);
   if (!p) return std::unexpected(p.error());
   if (auto ok = m.finalize_policy(*p); !ok) return std::unexpected(ok.error());
@@ -83,7 +86,7 @@ Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, cons
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   std::string config_error;
-  auto policy = policy_for(ctx, m, **ws, args, &config_error);
+  auto policy = policy_for(ctx, m, **ws, args, &config_error, /*with_env=*/true);
   if (!policy) return std::unexpected(policy.error());
   auto info = m.create(std::move(*policy), ctx.stop);
   if (!info) return std::unexpected(info.error());
