@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/json_type.h"
 
@@ -155,7 +156,8 @@ json make_response(const json& id, json result) {
 }
 
 json make_error(const json& id, int code, std::string_view message, std::optional<json> data) {
-  json error = {{"code", code}, {"message", message}};
+  // Every JSON-RPC error is built here: whatever a message quotes, it stays small.
+  json error = {{"code", code}, {"message", bounded(message, kMessageBytes)}};
   if (data) error["data"] = std::move(*data);
   return json{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
 }
