@@ -2,6 +2,8 @@
 // words it for an agent. Alternatives (oneOf/anyOf) pick the branch the instance plausibly meant.
 #include "protocol/json_schema.h"
 
+#include "core/quote.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -289,7 +291,7 @@ class Validator {
           if (has_props) {
             for (const auto& [p, _2] : props->items()) allowed.push_back(p);
           }
-          return fail("unexpected property '" + name + "' (allowed: " +
+          return fail("unexpected property '" + bounded(name) + "' (allowed: " +
                       (allowed.empty() ? std::string("none") : join(allowed, ", ")) + ")");
         }
       }

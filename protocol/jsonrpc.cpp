@@ -5,7 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "core/quote.h"
 #include "protocol/errors.h"
+#include "protocol/json_duplicates.h"
 #include "protocol/json_type.h"
 
 namespace kiln::protocol {
@@ -90,8 +92,9 @@ Message classify(std::string_view payload) {
                    "Parse error: JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
   json parsed;
+  std::optional<DuplicateKey> duplicate;
   try {
-    parsed = json::parse(payload);
+    parsed = parse_noting_duplicates(payload, duplicate);
   } catch (const json::exception& e) {
     // nlohmann's text names the position and the offending token, which is what a client needs;
     // its "[json.exception...] " tag is noise and its token echo can be megabytes long.
@@ -102,6 +105,19 @@ Message classify(std::string_view payload) {
     std::string text = "Parse error: " + std::string(what.substr(0, 300));
     if (what.size() > 300) text += "...";
     return invalid(nullptr, kParseError, std::move(text));
+  }
+  if (duplicate) {
+    // Well-formed JSON (RFC 8259 only says names SHOULD be unique), but not a usable request:
+    // which of the two values counts is exactly what must not be guessed. The id is echoed only
+    // when it is not itself the repeated member.
+    json echo_id = nullptr;
+    if (!(duplicate->pointer.empty() && duplicate->key == "id") && parsed.is_object()) {
+      if (auto id = parsed.find("id"); id != parsed.end() && valid_id(*id)) echo_id = *id;
+    }
+    return invalid_request(echo_id, "duplicate key \"" + bounded(duplicate->key) + "\" in " +
+                                        (duplicate->pointer.empty() ? std::string("the message")
+                                                                    : "'" + bounded(duplicate->pointer) + "'") +
+                                        "; each member name may appear once per object");
   }
   return classify_value(parsed);
 }
@@ -155,7 +171,8 @@ json make_response(const json& id, json result) {
 }
 
 json make_error(const json& id, int code, std::string_view message, std::optional<json> data) {
-  json error = {{"code", code}, {"message", message}};
+  // Every JSON-RPC error is built here: whatever a message quotes, it stays small.
+  json error = {{"code", code}, {"message", bounded(message, kMessageBytes)}};
   if (data) error["data"] = std::move(*data);
   return json{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
 }

@@ -224,6 +224,13 @@ Result<void> SandboxManager::finalize_policy(SandboxPolicy& p) const {
   const bool unsandboxed = p.isolation == Isolation::none;
   apply_default_limits(p.limits, cg_memory(cg) || !unsandboxed,
                        cg_pids(cg) || (!unsandboxed && ::geteuid() != 0 && nproc_counted_per_user_namespace()));
+  // The values are learnt now, before anything about the run is recorded: a trace is started
+  // before its sandbox is built, and what it stores (command, cwd) must already be redacted.
+  // A name that does not resolve is reported when the sandbox is made.
+  if (auto values = impl_->secrets.resolve(p.secrets)) {
+    std::lock_guard lock(impl_->mu);
+    for (const auto& [k, v] : *values) impl_->all_secrets.add(k, v);
+  }
   return {};
 }
 

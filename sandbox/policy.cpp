@@ -1,6 +1,8 @@
 // Policy merging, environment filtering and the helper spec.
 #include "sandbox/policy.h"
 
+#include "core/quote.h"
+
 #include <pwd.h>
 #include <unistd.h>
 
@@ -89,7 +91,7 @@ Result<void> merge_env(std::map<std::string, std::string>& env, const json& j, c
   if (!j.is_object()) return fail(Errc::invalid_argument, fmt::format("{}: env must be an object of strings", where));
   for (const auto& [k, v] : j.items()) {
     if (!valid_env_name(k))
-      return fail(Errc::invalid_argument, fmt::format("{}: '{}' is not a valid environment variable name", where, k));
+      return fail(Errc::invalid_argument, fmt::format("{}: '{}' is not a valid environment variable name", where, bounded(k)));
     if (!v.is_string())
       return fail(Errc::invalid_argument, fmt::format("{}: env.{} must be a string", where, k));
     const auto& s = v.get_ref<const std::string&>();
@@ -105,7 +107,7 @@ Result<void> merge_secrets(std::vector<std::string>& out, const json& j, const c
   if (!j.is_array()) return fail(Errc::invalid_argument, fmt::format("{}: secrets must be an array of names", where));
   for (const auto& v : j) {
     if (!v.is_string() || !valid_secret_name(v.get<std::string>()))
-      return fail(Errc::invalid_argument, fmt::format("{}: secret names are environment variable names, got {}", where, v.dump()));
+      return fail(Errc::invalid_argument, fmt::format("{}: secret names are environment variable names, got {}", where, bounded(v.dump())));
     if (std::find(out.begin(), out.end(), v.get<std::string>()) == out.end()) out.push_back(v.get<std::string>());
   }
   return {};

@@ -4,6 +4,7 @@
 // (unknown tool, malformed params) is a JSON-RPC error.
 #include <spdlog/spdlog.h>
 
+#include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/json_schema.h"
 #include "protocol/jsonrpc.h"
@@ -20,8 +21,11 @@ using nlohmann::json;
 // Results above this are a Kiln bug (every long text is paged well below it).
 constexpr std::size_t kMaxResultBytes = 1 << 20;
 
+// Every tool error passes here: arguments quoted deep inside an engine's message (a path, a
+// command) must not make the message itself huge, whichever of them did the quoting.
 json error_result(const std::string& message) {
-  return json{{"content", json::array({{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+  return json{{"content", json::array({{{"type", "text"}, {"text", bounded(message, kMessageBytes)}}})},
+              {"isError", true}};
 }
 
 // After a tool changed files, tell resource subscribers about the paths it reports.
@@ -55,7 +59,7 @@ MethodResult tools_call(MethodEnv& env, const json& params) {
   auto p = protocol::decode_call_tool(params);
   if (!p) return std::unexpected(RpcError{protocol::kInvalidParams, p.error().message});
   const ToolEntry* tool = env.server.tools.find(p->name);
-  if (!tool) return std::unexpected(RpcError{protocol::kInvalidParams, "Unknown tool: " + p->name});
+  if (!tool) return std::unexpected(RpcError{protocol::kInvalidParams, "Unknown tool: " + bounded(p->name)});
 
   if (auto bad = protocol::validate(tool->definition["inputSchema"], p->arguments)) {
     std::string where = bad->path.empty() ? "arguments" : "arguments" + bad->path;
@@ -64,7 +68,7 @@ MethodResult tools_call(MethodEnv& env, const json& params) {
   auto out = tool->handler(env.ctx, p->arguments);
   if (env.ctx.cancelled()) return error_result(p->name + " was cancelled");
   if (!out) {
-    spdlog::debug("{} failed: {}", p->name, out.error().message);
+    spdlog::debug("{} failed: {}", p->name, bounded(out.error().message, kMessageBytes));
     return error_result(out.error().message);
   }
   if (!tool->definition["annotations"].value("readOnlyHint", false)) {

@@ -1,5 +1,5 @@
 // Exec traces: start record, output folder, live "updated" notices (throttled) and the final
-// record, all redacted by the sandbox manager before they reach the store.
+// record, all redacted by the sandbox manager (the store's scrubber) before they reach the store.
 #include "server/run_tracing.h"
 
 #include <atomic>
@@ -77,6 +77,11 @@ traces::TraceFinish trace_finish_of(const sbx::ExecResult& r, const json& start_
   f.policy = std::move(policy);
   f.duration_ms = std::int64_t(r.duration_precise_ms + 0.5);
   return f;
+}
+
+RunTracer::RunTracer(traces::TraceStore& store, TraceHub* hub, sbx::SandboxManager* manager)
+    : store_(store), hub_(hub), manager_(manager) {
+  if (manager_) store_.set_scrubber([m = manager_](std::string_view text) { return m->redact(text); });
 }
 
 void RunTracer::changed(const std::string& trace_id) const {

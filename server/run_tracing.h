@@ -36,8 +36,9 @@ traces::TraceFinish trace_finish_of(const sandbox::ExecResult& r, const nlohmann
 
 class RunTracer {
  public:
-  RunTracer(traces::TraceStore& store, TraceHub* hub, sandbox::SandboxManager* manager)
-      : store_(store), hub_(hub), manager_(manager) {}
+  // Installs the manager's secret redactor as the store's scrubber, so every string any trace
+  // keeps (command, cwd, names, errors, results) is redacted, not only run output.
+  RunTracer(traces::TraceStore& store, TraceHub* hub, sandbox::SandboxManager* manager);
 
   traces::TraceStore& store() { return store_; }
   TraceHub* hub() { return hub_; }

@@ -10,8 +10,6 @@
 #include <mutex>
 #include <set>
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <spdlog/spdlog.h>
 
 #include "protocol/errors.h"
@@ -20,6 +18,7 @@
 #include "protocol/mcp_version.h"
 #include "server/logging.h"
 #include "server/methods.h"
+#include "server/request_runner.h"
 #include "server/workspace_opening.h"
 #include "workspace/state_store.h"
 
@@ -55,14 +54,8 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
   ServerContext& server;
   std::shared_ptr<Outbound> out;
   SessionState state;
-  // Started on the first request that needs it, so `initialize` is answered without waiting for
-  // worker threads to be created.
-  std::once_flag pool_once;
-  std::unique_ptr<boost::asio::thread_pool> pool_;
-  boost::asio::thread_pool& pool() {
-    std::call_once(pool_once, [this] { pool_ = std::make_unique<boost::asio::thread_pool>(server.options.worker_threads); });
-    return *pool_;
-  }
+  // Threads start with the first request that needs one, so `initialize` never waits for them.
+  RequestRunner runner{server.options.max_concurrent_requests, server.options.worker_threads};
 
   std::atomic<Phase> phase{Phase::awaiting_initialize};
   json client_capabilities = json::object();
@@ -199,7 +192,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     if (m.method == "resources/subscribe" || m.method == "resources/unsubscribe") {
       return run_method(req, m.method, m.params);  // cheap, but validates the URI on disk
     }
-    boost::asio::post(pool(), [self = shared_from_this(), req, method = m.method, params = m.params] {
+    runner.post([self = shared_from_this(), req, method = m.method, params = m.params] {
       self->run_method(req, method, params);
     });
   }
@@ -383,10 +376,7 @@ Session::~Session() {
   remove_client_log_sink(impl_->log_sink_id);
   if (impl_->server.trace_hub) impl_->server.trace_hub->unlisten(impl_->trace_listener);
   impl_->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
-  if (impl_->pool_) {
-    impl_->pool_->stop();
-    impl_->pool_->join();
-  }
+  impl_->runner.stop_and_join();
 }
 
 void Session::handle_payload(std::string_view payload) { impl_->handle_payload(payload); }

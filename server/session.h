@@ -34,7 +34,10 @@ class Outbound {
 
 struct ServerOptions {
   std::string startup_workspace;  // --workspace PATH, opened when the client offers no roots
-  std::size_t worker_threads = 8;
+  std::size_t worker_threads = 8;    // threads kept warm for requests
+  // Requests of one session that run at once; each gets its own thread, so slow calls never
+  // hold up quick ones until a client has this many in flight (then new ones wait their turn).
+  std::size_t max_concurrent_requests = 64;
   bool allow_unsandboxed = false;  // --allow-unsandboxed: sandbox isolation "none" is permitted
   int sandbox_idle_s = 1800;       // --sandbox-idle-s: idle session sandboxes are destroyed after this
   // The process's own log lines (spdlog) reach clients that asked for logs. Right for stdio, where

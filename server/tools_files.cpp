@@ -32,23 +32,25 @@ Result<ToolOutput> file_read(CallContext& ctx, const json& args) {
   req.offset = args.value("offset", std::uint64_t{0});
   if (args.contains("limit")) req.limit = args["limit"].get<std::uint64_t>();
   req.encoding = encoding_arg(args);
-  auto r = ws::read_file(*(*wsp)->root, req);
+  auto r = ws::read_file(*(*wsp)->root, req, ctx.stop);
   if (!r) return std::unexpected(r.error());
   const bool text = r->encoding == ws::Encoding::text;
-  json out = {{"path", r->path},           {"content", r->content},
-              {"encoding", text ? "text" : "base64"},
-              {"offset", r->offset},       {"count", r->count},
-              {"total_lines", r->total_lines}, {"truncated", r->truncated},
-              {"sha256", r->sha256},       {"size", r->size}};
+  json out = {{"path", r->path},     {"content", r->content}, {"encoding", text ? "text" : "base64"},
+              {"offset", r->offset}, {"count", r->count},     {"truncated", r->truncated},
+              {"size", r->size}};
+  // Absent for a page of a file too big to read whole (the note says why).
+  if (r->total_lines) out["total_lines"] = *r->total_lines;
+  if (r->sha256) out["sha256"] = *r->sha256;
   if (r->next_offset) out["next_offset"] = *r->next_offset;
   if (!r->note.empty()) out["note"] = r->note;
+  const std::string of_lines = r->total_lines ? fmt::format("{}", *r->total_lines) : fmt::format("? ({} bytes)", r->size);
   std::string summary;
   if (!text) {
     summary = fmt::format("Read {} bytes {}-{} of {} (base64)", r->path, r->offset, r->offset + r->count, r->size);
   } else if (r->count == 0) {
-    summary = fmt::format("Read {}: no lines at offset {} of {}", r->path, r->offset, r->total_lines);
+    summary = fmt::format("Read {}: no lines at offset {} of {}", r->path, r->offset, of_lines);
   } else {
-    summary = fmt::format("Read {} lines {}-{} of {}", r->path, r->offset + 1, r->offset + r->count, r->total_lines);
+    summary = fmt::format("Read {} lines {}-{} of {}", r->path, r->offset + 1, r->offset + r->count, of_lines);
   }
   if (r->next_offset) summary += fmt::format("; more from offset {}", *r->next_offset);
   return ToolOutput{std::move(out), std::move(summary)};
@@ -63,7 +65,7 @@ Result<ToolOutput> file_write(CallContext& ctx, const json& args) {
   req.encoding = encoding_arg(args);
   req.if_sha256 = optional_string(args, "if_sha256");
   req.create_dirs = args.value("create_dirs", false);
-  auto r = ws::write_file(*(*wsp)->root, req);
+  auto r = ws::write_file(*(*wsp)->root, req, ctx.stop);
   if (!r) return std::unexpected(r.error());
   json out = {{"path", r->path}, {"size", r->size}, {"sha256", r->sha256}, {"created", r->created}};
   return ToolOutput{std::move(out),

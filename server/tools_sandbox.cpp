@@ -1,11 +1,13 @@
 // sandbox_create, sandbox_exec, sandbox_list, sandbox_destroy: decode arguments (already checked
 // against schemas/tools/sandbox_*.json), build the policy from kiln.json + arguments, call the
 // sandbox engine, encode the result. Every text leaving here passes the secret redactor.
+#include <climits>
 #include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "core/quote.h"
 #include "sandbox/manager.h"
 #include "sandbox/output_spool.h"
 #include "sandbox/policy.h"
@@ -28,8 +30,10 @@ namespace sbx = kiln::sandbox;
 // Arguments that describe a sandbox rather than one exec.
 constexpr const char* kPolicyArgs[] = {"network", "limits", "secrets", "isolation"};
 
+// `env` of sandbox_create belongs to the sandbox (every exec in it sees it); sandbox_exec's `env`
+// is per exec (ExecRequest::env), also in a session sandbox, so it is not a policy argument there.
 Result<sbx::SandboxPolicy> policy_for(CallContext& ctx, sbx::SandboxManager& m, const OpenWorkspace& ws,
-                                      const json& args, std::string* config_error) {
+                                      const json& args, std::string* config_error, bool with_env = false) {
   const std::string root = ws.root->path();
   if (auto ok = sbx::check_workspace_root(root, ctx.session->store().dir()); !ok) return std::unexpected(ok.error());
   LoadedConfig cfg = load_config(*ws.root);
@@ -39,6 +43,7 @@ Result<sbx::SandboxPolicy> policy_for(CallContext& ctx, sbx::SandboxManager& m, 
   in.args = json::object();
   for (const char* k : kPolicyArgs)
     if (args.contains(k)) in.args[k] = args[k];
+  if (with_env && args.contains("env")) in.args["env"] = args["env"];
   in.workspace_root = root;
   in.workspace_id = ws.id;
   auto p = sbx::make_policy(in);
@@ -52,6 +57,10 @@ Result<std::string> resolve_cwd(const std::string& root, const json& args) {
   namespace fs = std::filesystem;
   std::string cwd = args.value("cwd", "");
   if (cwd.empty() || cwd == ".") return root;
+  // No folder has a longer path, and the helper's control message must not carry megabytes.
+  if (cwd.size() > PATH_MAX)
+    return fail(Errc::invalid_argument,
+                fmt::format("cwd '{}' is longer than the {} bytes a path can have", bounded(cwd), PATH_MAX));
   fs::path p = fs::path(cwd).is_absolute() ? fs::path(cwd) : fs::path(root) / cwd;
   p = p.lexically_normal();
   std::string s = p.string();
@@ -65,7 +74,7 @@ Result<std::string> resolve_cwd(const std::string& root, const json& args) {
     return fail(Errc::path_escape,
                 fmt::format("cwd '{}' is outside the workspace: pass a folder relative to the workspace root, or "
                             "an absolute path inside it or inside /tmp",
-                            cwd));
+                            bounded(cwd)));
   return s;
 }
 
@@ -83,7 +92,7 @@ Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, cons
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   std::string config_error;
-  auto policy = policy_for(ctx, m, **ws, args, &config_error);
+  auto policy = policy_for(ctx, m, **ws, args, &config_error, /*with_env=*/true);
   if (!policy) return std::unexpected(policy.error());
   auto info = m.create(std::move(*policy), ctx.stop);
   if (!info) return std::unexpected(info.error());
@@ -141,7 +150,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
     if (!p)
       return fail(Errc::not_found, fmt::format("no live sandbox '{}': create one with sandbox_create (idle sandboxes "
                                                "are reaped), or omit sandbox_id to run in a fresh sandbox",
-                                               sandbox_id));
+                                               bounded(sandbox_id)));
     root = p->workspace_root;
   } else {
     auto ws = ctx.session->workspace_for(args);
@@ -171,7 +180,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
   if (args.contains("env")) {
     for (const auto& [k, v] : args["env"].items()) {
       if (!sbx::valid_secret_name(k))
-        return fail(Errc::invalid_argument, fmt::format("env: '{}' is not a valid environment variable name", k));
+        return fail(Errc::invalid_argument, fmt::format("env: '{}' is not a valid environment variable name", bounded(k)));
       req.env[k] = v.get<std::string>();
     }
   }

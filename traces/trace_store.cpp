@@ -206,6 +206,24 @@ Result<void> TraceStore::migrate() {
   return exec("COMMIT;");
 }
 
+std::string TraceStore::clean(std::string_view s) const { return scrub_ ? scrub_(s) : std::string(s); }
+
+nlohmann::json TraceStore::clean_json(const nlohmann::json& j) const {
+  if (!scrub_) return j;
+  if (j.is_string()) return clean(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : j) out.push_back(clean_json(v));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : j.items()) out[clean(k)] = clean_json(v);
+    return out;
+  }
+  return j;
+}
+
 Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   if (!one_of(s.kind, kKinds))
     return fail(Errc::invalid_argument, fmt::format("trace kind '{}' is not exec, verify or publish", s.kind));
@@ -219,12 +237,12 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   r.kind = s.kind;
   r.workspace_id = s.workspace_id;
   r.parent_id = s.parent_id;
-  r.name = s.name;
-  r.client = s.client;
-  r.command = s.command;
-  r.cwd = s.cwd;
-  r.policy = s.policy;
-  r.result = s.result;
+  r.name = clean(s.name);
+  r.client = clean_json(s.client);
+  r.command = clean(s.command);
+  r.cwd = clean(s.cwd);
+  r.policy = clean_json(s.policy);
+  r.result = clean_json(s.result);
   r.status = "running";
   std::lock_guard lock(mu_);
   if (s.parent_id) {
@@ -285,13 +303,13 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   upd.bind(5, f.exit_code);
   upd.bind(6, f.signal);
   upd.bind(7, f.stop_reason);
-  upd.bind_json(8, f.resources);
-  upd.bind_json(9, f.output);
-  upd.bind_json(10, f.cleanup);
-  upd.bind_json(11, f.tests);
-  upd.bind_json(12, f.result);
-  upd.bind(13, f.error);
-  upd.bind_json(14, f.policy);
+  upd.bind_json(8, clean_json(f.resources));
+  upd.bind_json(9, clean_json(f.output));
+  upd.bind_json(10, clean_json(f.cleanup));
+  upd.bind_json(11, clean_json(f.tests));
+  upd.bind_json(12, clean_json(f.result));
+  upd.bind(13, clean(f.error));
+  upd.bind_json(14, clean_json(f.policy));
   if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
   if (sqlite3_changes(db_) == 0) return fail(Errc::conflict, fmt::format("trace {} has already ended", id));
   return {};
@@ -303,7 +321,7 @@ Result<void> TraceStore::update_result(const std::string& id, const nlohmann::js
     Stmt upd(db_, "UPDATE traces SET result = ?2 WHERE id = ?1 AND status = 'running'");
     if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
     upd.bind(1, id);
-    upd.bind_json(2, result);
+    upd.bind_json(2, clean_json(result));
     if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
   }
   if (sqlite3_changes(db_) == 1) return {};
@@ -324,9 +342,9 @@ Result<void> TraceStore::set_tests(const std::string& id, const nlohmann::json& 
              " WHERE id = ?1 AND status != 'running'");
     if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
     upd.bind(1, id);
-    upd.bind_json(2, tests);
+    upd.bind_json(2, clean_json(tests));
     upd.bind(3, status);
-    upd.bind(4, error);
+    upd.bind(4, clean(error));
     if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
   }
   if (sqlite3_changes(db_) == 1) return {};
@@ -341,7 +359,7 @@ Result<void> TraceStore::set_cleanup(const std::string& id, const nlohmann::json
   Stmt upd(db_, "UPDATE traces SET cleanup = ?2 WHERE id = ?1");
   if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
   upd.bind(1, id);
-  upd.bind_json(2, cleanup);
+  upd.bind_json(2, clean_json(cleanup));
   if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
   if (sqlite3_changes(db_) == 0) return std::unexpected(not_found(id));
   return {};

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,8 +20,8 @@ struct sqlite3;
 
 namespace kiln::traces {
 
-// A JSON member that is null means "not recorded". Secret values must already be replaced by
-// `[secret:NAME]` in everything handed to the store: it keeps what it is given.
+// A JSON member that is null means "not recorded". Secret values are replaced by `[secret:NAME]`
+// by the store's scrubber (set_scrubber) in every string it writes.
 struct TraceRecord {
   std::string id;                        // "tr_" + 16 hex digits
   std::string kind;                      // exec | verify | publish
@@ -132,6 +134,12 @@ class TraceStore {
 
   const std::string& dir() const { return dir_; }
 
+  // Every string written to the store passes `scrub` first (servers install the secret
+  // redactor): a record keeps what callers hand it, arguments included, so the store is the one
+  // place no caller can forget. Set it once, before the store is used.
+  using Scrubber = std::function<std::string(std::string_view)>;
+  void set_scrubber(Scrubber scrub) { scrub_ = std::move(scrub); }
+
   // Records a run as running, owned by this process.
   Result<TraceRecord> start(const TraceStart& s);
   // Ends a running record; conflict if it has already ended.
@@ -169,7 +177,12 @@ class TraceStore {
   std::optional<uint64_t> cached_line(const std::string& key);
   void cache_line(const std::string& key, uint64_t line);
 
+  std::string clean(std::string_view s) const;
+  std::string clean(const std::string& s) const { return clean(std::string_view(s)); }
+  nlohmann::json clean_json(const nlohmann::json& j) const;
+
   std::string dir_;
+  Scrubber scrub_;
   sqlite3* db_ = nullptr;
   std::mutex mu_;  // one connection, one statement sequence at a time
   // Line number at each grep's next_offset, so a continued grep need not recount from byte 0;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,12 +19,20 @@ enum class Encoding { text, base64 };
 inline constexpr std::size_t kMaxPageBytes = 256 * 1024;  // keeps one result well under 1 MiB
 inline constexpr std::uint64_t kDefaultReadLines = 2000;
 inline constexpr std::size_t kMaxEditBytes = 32 * 1024 * 1024;
+// Files up to this size are read whole on every file_read (sha256, total_lines, UTF-8 check of
+// everything); bigger ones only as far as the page needs, so one call's work stays bounded
+// whatever the file's size (a 10 GB sparse file is created in a millisecond).
+inline constexpr std::uint64_t kWholeFileBytes = 64ull << 20;
+// How far a text read of a bigger file scans from the start to find its first line.
+inline constexpr std::uint64_t kTextScanBudget = 64ull << 20;
 
 struct ReadRequest {
   std::string path;
   std::uint64_t offset = 0;  // text: 0-based line index; base64: byte offset
   std::optional<std::uint64_t> limit;  // text: lines (default 2000); base64: bytes (default and max 256 KiB)
   Encoding encoding = Encoding::text;
+  std::uint64_t whole_file_bytes = kWholeFileBytes;  // tests use small ones
+  std::uint64_t scan_budget = kTextScanBudget;
 };
 
 struct ReadResult {
@@ -32,12 +41,14 @@ struct ReadResult {
   Encoding encoding = Encoding::text;
   std::uint64_t offset = 0;  // where this page starts (line or byte, as requested)
   std::uint64_t count = 0;   // lines (text) or bytes (base64) in this page
-  std::uint64_t total_lines = 0;
-  bool truncated = false;                    // more remains after this page
+  // Known when the whole file was read (files up to whole_file_bytes, or a text scan that
+  // reached the end); absent for a page of a bigger file.
+  std::optional<std::uint64_t> total_lines;
+  bool truncated = false;                    // more remains after this page, or a line was cut
   std::optional<std::uint64_t> next_offset;  // pass as offset to read on; absent at the end
-  std::string sha256;                        // hex, of the whole file
-  std::uint64_t size = 0;                    // bytes in the whole file
-  std::string note;  // set when a single line was longer than a page and had to be cut
+  std::optional<std::string> sha256;         // hex, of the whole file; files up to whole_file_bytes
+  std::uint64_t size = 0;                    // bytes in the file when it was opened (never read past)
+  std::string note;  // a line longer than a page was cut, or the file is too big to read whole
 };
 
 struct WriteRequest {
@@ -97,9 +108,11 @@ struct DeleteResult {
   std::uint64_t deleted = 0;  // entries removed, the path itself included
 };
 
-Result<ReadResult> read_file(const Root& root, const ReadRequest& req);
-Result<WriteResult> write_file(const Root& root, const WriteRequest& req);
-Result<EditResult> edit_file(const Root& root, const EditRequest& req);
+// `stop` (the request's cancellation) is checked between chunks: a cancelled call returns
+// Errc::cancelled instead of finishing its pass over the file.
+Result<ReadResult> read_file(const Root& root, const ReadRequest& req, std::stop_token stop = {});
+Result<WriteResult> write_file(const Root& root, const WriteRequest& req, std::stop_token stop = {});
+Result<EditResult> edit_file(const Root& root, const EditRequest& req);  // bounded by kMaxEditBytes
 Result<MoveResult> move_path(const Root& root, const MoveRequest& req);
 Result<DeleteResult> delete_path(const Root& root, const DeleteRequest& req);
 

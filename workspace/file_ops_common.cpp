@@ -1,5 +1,6 @@
 // Shared plumbing of the file operations: SHA-256 and base64 through libsodium, finding the entry a
 // write replaces, and the temp-file-then-rename replacement every write and edit goes through.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -156,29 +157,42 @@ Result<UniqueFd> open_regular(int dirfd, const std::string& name, std::string_vi
   return owned;
 }
 
-// Calls `sink` with each chunk of the file; stops at the first error.
+// Calls `sink` with each chunk of the file's first `limit` bytes (its size when opened, so a file
+// that keeps growing cannot keep the caller reading); stops at the first error.
 template <class Sink>
-Result<void> read_chunks(int fd, std::string_view client_path, Sink&& sink) {
+Result<void> read_chunks(int fd, std::string_view client_path, std::uint64_t limit, Sink&& sink) {
   char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+  std::uint64_t done = 0;
+  while (done < limit) {
+    ssize_t n = ::read(fd, buf, static_cast<size_t>(std::min<std::uint64_t>(sizeof buf, limit - done)));
     if (n < 0) {
       if (errno == EINTR) continue;
       return std::unexpected(errno_error(errno, "read", client_path));
     }
     if (n == 0) return {};
+    done += static_cast<std::uint64_t>(n);
     if (auto r = sink(std::string_view(buf, static_cast<size_t>(n))); !r) return r;
   }
+  return {};
 }
 
 }  // namespace
 
-Result<std::string> sha256_file(int dirfd, const std::string& name, std::string_view client_path) {
+Result<std::string> sha256_file(int dirfd, const std::string& name, std::string_view client_path,
+                                std::uint64_t max, std::stop_token stop) {
   struct stat st {};
   auto fd = open_regular(dirfd, name, client_path, st);
   if (!fd) return std::unexpected(fd.error());
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max) {
+    return fail(Errc::too_large,
+                fmt::format("'{}' is {} bytes, more than the {} up to which file_read reports a sha256, so if_sha256 "
+                            "cannot be checked; write without if_sha256 to replace it",
+                            client_path, size, max));
+  }
   Sha256 h;
-  auto r = read_chunks(fd->get(), client_path, [&](std::string_view c) -> Result<void> {
+  auto r = read_chunks(fd->get(), client_path, size, [&](std::string_view c) -> Result<void> {
+    if (stop.stop_requested()) return fail(Errc::cancelled, fmt::format("hashing '{}' was cancelled", client_path));
     h.update(c);
     return {};
   });
@@ -197,9 +211,8 @@ Result<std::string> read_whole(int dirfd, const std::string& name, std::string_v
   }
   std::string out;
   out.reserve(static_cast<size_t>(st.st_size));
-  auto r = read_chunks(fd->get(), client_path, [&](std::string_view c) -> Result<void> {
+  auto r = read_chunks(fd->get(), client_path, static_cast<std::uint64_t>(st.st_size), [&](std::string_view c) -> Result<void> {
     out.append(c);
-    if (out.size() > max) return fail(Errc::too_large, fmt::format("'{}' grew past {} bytes while being read", client_path, max));
     return {};
   });
   if (!r) return std::unexpected(r.error());

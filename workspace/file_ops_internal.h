@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stop_token>
 #include <string>
 #include <string_view>
 
@@ -42,8 +43,10 @@ struct Target {
 };
 Result<Target> locate_for_write(const Root& root, std::string_view client_path, bool create_dirs);
 
-// Hex SHA-256 of a regular file opened beneath `dirfd` (symlink leaf not followed), streamed.
-Result<std::string> sha256_file(int dirfd, const std::string& name, std::string_view client_path);
+// Hex SHA-256 of a regular file opened beneath `dirfd` (symlink leaf not followed), streamed up
+// to the size it had when opened; too_large above `max` bytes, cancelled once `stop` is requested.
+Result<std::string> sha256_file(int dirfd, const std::string& name, std::string_view client_path,
+                                std::uint64_t max, std::stop_token stop);
 
 // Reads a whole regular file opened beneath `dirfd` without following a symlink leaf.
 Result<std::string> read_whole(int dirfd, const std::string& name, std::string_view client_path, std::size_t max);

@@ -1,8 +1,10 @@
 // file_read: one streaming pass over the file that hashes it, counts its lines, checks it is text
-// and keeps only the requested page, so a huge file never has to fit in memory.
+// and keeps only the requested page, so a huge file never has to fit in memory. Above
+// kWholeFileBytes the pass stops as soon as the page is known (bounded work per call).
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -72,9 +74,117 @@ void trim_partial_utf8(std::string& s) {
   if (back + 1 < len) s.resize(i - 1);
 }
 
+// Cuts a text stream into lines and keeps lines [offset, offset+limit), stopping before the page
+// would pass kMaxPageBytes. `line` counts the newlines seen so far.
+class LinePager {
+ public:
+  LinePager(std::uint64_t offset, std::uint64_t limit) : offset_(offset), limit_(limit) {}
+
+  void feed(std::string_view chunk) {
+    size_t pos = 0;
+    while (pos < chunk.size()) {
+      const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
+      size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
+      if (!stopped && line >= offset_ && line < offset_ + limit_) take(chunk.substr(pos, end - pos));
+      if (nl) {
+        ++line;
+        page_line_start_ = page.size();
+      }
+      pos = end;
+    }
+  }
+  // The page is complete: nothing later in the file can change it.
+  bool full() const { return stopped || line >= offset_ + limit_; }
+  bool reached_offset() const { return line >= offset_; }
+  // One past the last line of the page (or the first line not shown when the page filled up).
+  std::uint64_t end_line(std::uint64_t total_lines) const {
+    return stopped ? stop_next : std::min(offset_ + limit_, total_lines);
+  }
+
+  std::string page;
+  std::uint64_t line = 0;
+  bool stopped = false;
+  std::uint64_t stop_next = 0;
+  std::string note;
+
+ private:
+  void take(std::string_view seg) {
+    if (page.size() + seg.size() <= kMaxPageBytes) {
+      page.append(seg);
+      return;
+    }
+    stopped = true;
+    if (line == offset_) {
+      // One line bigger than a page: show its start rather than nothing, and say so.
+      page.append(seg.substr(0, kMaxPageBytes - page.size()));
+      trim_partial_utf8(page);
+      stop_next = line + 1;
+      note = fmt::format("line {} is longer than {} bytes; only its first {} bytes are shown. Use encoding "
+                         "\"base64\" with byte offsets to read all of it",
+                         line + 1, kMaxPageBytes, page.size());
+    } else {
+      page.resize(page_line_start_);
+      stop_next = line;
+    }
+  }
+
+  std::uint64_t offset_, limit_;
+  size_t page_line_start_ = 0;  // where the current line began inside `page`
+};
+
+Error not_text(std::string_view path, const Utf8Check& u) {
+  return {Errc::invalid_argument,
+          fmt::format("'{}' is not UTF-8 text ({} at byte {}); pass encoding \"base64\" to read its bytes", path,
+                      u.bad_reason, u.bad_at)};
+}
+
+Error cancelled(std::string_view path) { return {Errc::cancelled, fmt::format("reading '{}' was cancelled", path)}; }
+
+std::string big_file_note(std::uint64_t size, const ReadRequest& req) {
+  return fmt::format("the file is {} bytes, more than the {} that file_read reads whole, so sha256 and total_lines "
+                     "are left out{}; use encoding \"base64\" with byte offsets to read anywhere in it",
+                     size, req.whole_file_bytes,
+                     req.encoding == Encoding::text
+                         ? fmt::format(" and text reads scan at most its first {} bytes", req.scan_budget)
+                         : "");
+}
+
+// A page of a file too big to read whole, in base64: the bytes asked for and nothing else.
+Result<ReadResult> read_byte_window(int fd, const ReadRequest& req, std::uint64_t size, std::uint64_t limit,
+                                    std::string rel) {
+  if (req.offset > size) {
+    return fail(Errc::invalid_argument,
+                fmt::format("offset {} is past the end of '{}', which has {} bytes (base64 offsets are bytes)",
+                            req.offset, req.path, size));
+  }
+  std::string page(static_cast<size_t>(std::min(limit, size - req.offset)), '\0');
+  size_t got = 0;
+  while (got < page.size()) {
+    ssize_t n = ::pread(fd, page.data() + got, page.size() - got, static_cast<off_t>(req.offset + got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::unexpected(detail::errno_error(errno, "read", req.path));
+    }
+    if (n == 0) break;  // it shrank since it was opened
+    got += static_cast<size_t>(n);
+  }
+  page.resize(got);
+  ReadResult out;
+  out.path = std::move(rel);
+  out.encoding = Encoding::base64;
+  out.offset = req.offset;
+  out.size = size;
+  out.count = page.size();
+  if (req.offset + page.size() < size) out.next_offset = req.offset + page.size();
+  out.truncated = out.next_offset.has_value();
+  out.content = detail::base64_encode(page);
+  out.note = big_file_note(size, req);
+  return out;
+}
+
 }  // namespace
 
-Result<ReadResult> read_file(const Root& root, const ReadRequest& req) {
+Result<ReadResult> read_file(const Root& root, const ReadRequest& req, std::stop_token stop) {
   auto rel = root.relative(req.path);
   if (!rel) return std::unexpected(rel.error());
   // O_NONBLOCK so a FIFO planted in the workspace cannot hang the server on open.
@@ -102,111 +212,99 @@ Result<ReadResult> read_file(const Root& root, const ReadRequest& req) {
   std::uint64_t limit = req.limit.value_or(text ? kDefaultReadLines : kMaxPageBytes);
   if (limit == 0) return fail(Errc::invalid_argument, "limit must be at least 1");
   if (!text) limit = std::min<std::uint64_t>(limit, kMaxPageBytes);
+  // The size seen now is as far as this call reads: a file that keeps growing (a log being
+  // written) must not keep the call going.
+  const std::uint64_t size_at_open = static_cast<std::uint64_t>(st.st_size);
+  const bool whole = size_at_open <= req.whole_file_bytes;
+  if (!whole && !text) return read_byte_window(fd, req, size_at_open, limit, *rel);
 
   detail::Sha256 hash;
   Utf8Check utf8;
-  std::string page;
-  std::uint64_t size = 0, line = 0;
+  LinePager pager(offset, text ? limit : 0);
+  std::string bytes_page;  // base64 mode
+  std::uint64_t size = 0, lines = 0;
   char last = '\n';
-  // Text paging state: the page holds lines [offset, stop_line); page_line_start is where the
-  // current line began inside `page`, so a line that does not fit can be taken back out.
-  bool stopped = false;
-  std::optional<std::uint64_t> stop_next;
-  size_t page_line_start = 0;
-  std::string note;
+  bool at_end = false;
 
   std::string buf(65536, '\0');
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (size >= size_at_open) {
+      at_end = true;
+      break;
+    }
+    if (stop.stop_requested()) return std::unexpected(cancelled(req.path));
+    size_t want = static_cast<size_t>(std::min<std::uint64_t>(buf.size(), size_at_open - size));
+    ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(size));
     if (n < 0) {
       if (errno == EINTR) continue;
       return std::unexpected(detail::errno_error(errno, "read", req.path));
     }
-    if (n == 0) break;
-    std::string_view chunk(buf.data(), static_cast<size_t>(n));
-    hash.update(chunk);
-    if (text && !utf8.feed(chunk, size)) {
-      return fail(Errc::invalid_argument,
-                  fmt::format("'{}' is not UTF-8 text ({} at byte {}); pass encoding \"base64\" to read its bytes",
-                              req.path, utf8.bad_reason, utf8.bad_at));
+    if (n == 0) {  // it shrank since it was opened
+      at_end = true;
+      break;
     }
-    if (!text) {
+    std::string_view chunk(buf.data(), static_cast<size_t>(n));
+    if (whole) hash.update(chunk);
+    if (text) {
+      if (!utf8.feed(chunk, size)) return std::unexpected(not_text(req.path, utf8));
+      pager.feed(chunk);
+    } else {
       // Bytes [offset, offset+limit) of the file that fall in this chunk.
       std::uint64_t lo = std::max(offset, size), hi = std::min(offset + limit, size + chunk.size());
-      if (lo < hi) page.append(chunk.substr(lo - size, hi - lo));
-      line += static_cast<std::uint64_t>(std::count(chunk.begin(), chunk.end(), '\n'));
-    } else {
-      size_t pos = 0;
-      while (pos < chunk.size()) {
-        const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
-        size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
-        if (!stopped && line >= offset && line < offset + limit) {
-          std::string_view seg = chunk.substr(pos, end - pos);
-          if (page.size() + seg.size() > kMaxPageBytes) {
-            stopped = true;
-            if (line == offset) {
-              // One line bigger than a page: show its start rather than nothing, and say so.
-              page.append(seg.substr(0, kMaxPageBytes - page.size()));
-              trim_partial_utf8(page);
-              stop_next = line + 1;
-              note = fmt::format("line {} is longer than {} bytes; only its first {} bytes are shown. Use encoding "
-                                 "\"base64\" with byte offsets to read all of it",
-                                 line + 1, kMaxPageBytes, page.size());
-            } else {
-              page.resize(page_line_start);
-              stop_next = line;
-            }
-          } else {
-            page.append(seg);
-          }
-        }
-        if (nl) {
-          ++line;
-          page_line_start = page.size();
-        }
-        pos = end;
-      }
+      if (lo < hi) bytes_page.append(chunk.substr(lo - size, hi - lo));
+      lines += static_cast<std::uint64_t>(std::count(chunk.begin(), chunk.end(), '\n'));
     }
     size += chunk.size();
     last = chunk.back();
+    if (!whole) {
+      if (pager.full()) break;
+      if (!pager.reached_offset() && size >= req.scan_budget) {
+        return fail(Errc::too_large,
+                    fmt::format("line {} of '{}' lies beyond the first {} bytes, which is as far as a text read of a "
+                                "file this big ({} bytes) scans (they hold {} lines); read further with encoding "
+                                "\"base64\" and a byte offset, e.g. offset {}",
+                                offset + 1, req.path, size, size_at_open, pager.line, size));
+      }
+    }
   }
-  if (text && !utf8.finish(size)) {
-    return fail(Errc::invalid_argument,
-                fmt::format("'{}' is not UTF-8 text ({} at byte {}); pass encoding \"base64\" to read its bytes",
-                            req.path, utf8.bad_reason, utf8.bad_at));
-  }
-  std::uint64_t total_lines = line + ((size > 0 && last != '\n') ? 1 : 0);
+  if (text) lines = pager.line;
+  if (text && at_end && !utf8.finish(size)) return std::unexpected(not_text(req.path, utf8));
 
   ReadResult out;
   out.path = *rel;
   out.encoding = req.encoding;
   out.offset = offset;
+  out.size = at_end ? size : size_at_open;
+  std::optional<std::uint64_t> total_lines;
+  if (at_end) total_lines = lines + ((size > 0 && last != '\n') ? 1 : 0);
   out.total_lines = total_lines;
-  out.sha256 = hash.hex();
-  out.size = size;
-  out.note = std::move(note);
+  if (whole) out.sha256 = hash.hex();
+  out.note = pager.note;
+  if (!whole) out.note += (out.note.empty() ? "" : "; ") + big_file_note(size_at_open, req);
   if (text) {
-    if (offset > total_lines) {
+    if (total_lines && offset > *total_lines) {
       return fail(Errc::invalid_argument,
                   fmt::format("offset {} is past the end of '{}', which has {} lines (offsets are 0-based line indexes)",
-                              offset, req.path, total_lines));
+                              offset, req.path, *total_lines));
     }
-    std::uint64_t end = stopped ? *stop_next : std::min(offset + limit, total_lines);
+    // Without a total (the scan stopped early), the page filled up, so more follows it.
+    std::uint64_t end = pager.end_line(total_lines.value_or(std::numeric_limits<std::uint64_t>::max()));
     // A line cut short still counts as returned; the next page starts after it.
     out.count = end - offset;
-    if (end < total_lines) out.next_offset = end;
-    out.content = std::move(page);
+    if (!total_lines || end < *total_lines) out.next_offset = end;
+    out.content = std::move(pager.page);
+    out.truncated = out.next_offset.has_value() || pager.stopped;
   } else {
     if (offset > size) {
       return fail(Errc::invalid_argument,
                   fmt::format("offset {} is past the end of '{}', which has {} bytes (base64 offsets are bytes)",
                               offset, req.path, size));
     }
-    out.count = page.size();
-    if (offset + page.size() < size) out.next_offset = offset + page.size();
-    out.content = detail::base64_encode(page);
+    out.count = bytes_page.size();
+    if (offset + bytes_page.size() < size) out.next_offset = offset + bytes_page.size();
+    out.content = detail::base64_encode(bytes_page);
+    out.truncated = out.next_offset.has_value();
   }
-  out.truncated = out.next_offset.has_value() || !out.note.empty();
   return out;
 }
 

@@ -8,7 +8,7 @@
 
 namespace kiln::workspace {
 
-Result<WriteResult> write_file(const Root& root, const WriteRequest& req) {
+Result<WriteResult> write_file(const Root& root, const WriteRequest& req, std::stop_token stop) {
   auto rel = root.relative(req.path);
   if (!rel) return std::unexpected(rel.error());
   std::string decoded;
@@ -28,7 +28,8 @@ Result<WriteResult> write_file(const Root& root, const WriteRequest& req) {
                                               "given); check where it went, or write without if_sha256 to create it",
                                               req.path));
     }
-    auto now_hash = detail::sha256_file(target->parent.dir.get(), target->parent.name, req.path);
+    auto now_hash = detail::sha256_file(target->parent.dir.get(), target->parent.name, req.path, kWholeFileBytes,
+                                        std::move(stop));
     if (!now_hash) return std::unexpected(now_hash.error());
     const std::string& now = *now_hash;
     if (!detail::same_sha256(*req.if_sha256, now)) {

@@ -2,6 +2,8 @@
 // the kernel (openat2 RESOLVE_BENEATH) or an O_NOFOLLOW walk decides what a path really reaches.
 #include "workspace/root.h"
 
+#include "core/quote.h"
+
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -61,7 +63,7 @@ std::string join(const std::vector<std::string_view>& parts, size_t from = 0) {
   return out;
 }
 
-std::string quoted(std::string_view p) { return fmt::format("'{}'", p); }
+std::string quoted(std::string_view p) { return fmt::format("'{}'", bounded(p)); }
 
 // openat2 with the confinement flags. Returns an fd or -errno.
 int openat2_beneath(int dirfd, const char* path, int flags, mode_t mode) {
@@ -213,8 +215,8 @@ Result<Root> Root::open(const std::string& path) {
   if (!canon) {
     int err = errno;
     if (err == ENOENT || err == ENOTDIR)
-      return fail(Errc::not_found, fmt::format("folder '{}' does not exist", path));
-    return fail(Errc::io, fmt::format("cannot resolve '{}': {}", path, std::strerror(err)));
+      return fail(Errc::not_found, fmt::format("folder '{}' does not exist", bounded(path)));
+    return fail(Errc::io, fmt::format("cannot resolve '{}': {}", bounded(path), std::strerror(err)));
   }
   Root root;
   root.path_ = canon;
@@ -222,8 +224,8 @@ Result<Root> Root::open(const std::string& path) {
   int fd = ::open(root.path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    if (err == ENOTDIR) return fail(Errc::invalid_argument, fmt::format("'{}' is not a folder", path));
-    return fail(Errc::io, fmt::format("cannot open folder '{}': {}", path, std::strerror(err)));
+    if (err == ENOTDIR) return fail(Errc::invalid_argument, fmt::format("'{}' is not a folder", bounded(path)));
+    return fail(Errc::io, fmt::format("cannot open folder '{}': {}", bounded(path), std::strerror(err)));
   }
   root.dir_ = UniqueFd(fd);
   // Remember the caller's own spelling (lexically cleaned) so absolute paths written with it are
@@ -239,13 +241,19 @@ Result<Root> Root::open(const std::string& path) {
 }
 
 Result<std::string> Root::relative(std::string_view client_path) const {
+  // Every file tool passes through here first, so the messages after it quote at most this much.
+  if (client_path.size() > PATH_MAX) {
+    return fail(Errc::invalid_argument,
+                fmt::format("path '{}' is longer than the {} bytes a path can have; pass a shorter one",
+                            bounded(client_path), PATH_MAX));
+  }
   if (client_path.empty())
     return fail(Errc::invalid_argument, "path is empty; pass a path relative to the workspace root (\".\" is the root)");
   if (client_path.find('\0') != std::string_view::npos)
     return fail(Errc::invalid_argument, "path contains a NUL byte; pass a plain relative path");
   if (client_path.find_first_of("\n\r") != std::string_view::npos)
     return fail(Errc::invalid_argument,
-                fmt::format("path '{}' contains a line break; pass a plain relative path", client_path));
+                fmt::format("path '{}' contains a line break; pass a plain relative path", bounded(client_path)));
   std::string_view rel = client_path;
   std::vector<std::string_view> parts;
   if (client_path.front() == '/') {
@@ -255,14 +263,14 @@ Result<std::string> Root::relative(std::string_view client_path) const {
     if (!inside(abs, path_, rest) && !inside(abs, alias_, rest)) {
       return fail(Errc::path_escape,
                   fmt::format("path '{}' is outside the workspace root {}; use a path relative to the root",
-                              client_path, path_));
+                              bounded(client_path), path_));
     }
     return std::string(rest);
   }
   if (!normalise(rel, parts)) {
     return fail(Errc::path_escape,
                 fmt::format("path '{}' is outside the workspace root {}; use a path relative to the root",
-                            client_path, path_));
+                            bounded(client_path), path_));
   }
   return join(parts);
 }

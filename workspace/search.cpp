@@ -159,9 +159,15 @@ Scan scan_file(int fd, std::string_view path, const ScanParams& p, Worker& w, st
   for (;;) {
     size_t limit = len + (small ? expected : chunk);
     w.reserve(limit, len);
+    const size_t fresh_from = len;
     while (len < limit && !eof) {
-      if (small && total_read >= expected) break;
-      ssize_t n = ::read(fd, w.data.get() + len, limit - len);
+      // Never past the size seen at open: a file that keeps growing (a log being written, a
+      // sparse file extended in a loop) must not keep the search going.
+      if (total_read >= expected) {
+        eof = true;
+        break;
+      }
+      ssize_t n = ::read(fd, w.data.get() + len, std::min(limit - len, expected - total_read));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         eof = true;
@@ -170,12 +176,15 @@ Scan scan_file(int fd, std::string_view path, const ScanParams& p, Worker& w, st
       len += static_cast<size_t>(n);
       total_read += static_cast<size_t>(n);
     }
-    if (small && total_read >= expected) eof = true;
+    if (total_read >= expected) eof = true;
     const char* b = w.data.get();
     if (first) {
       first = false;
       if (std::memchr(b, '\0', std::min(len, kBinaryProbe))) return Scan::binary;
     }
+    // A NUL further in makes it binary too (as grep decides): a text head on a huge sparse file
+    // must not have its gigabytes of zeros scanned as one endless line.
+    if (len > fresh_from && std::memchr(b + fresh_from, '\0', len - fresh_from)) return Scan::binary;
     size_t region_end = len;
     if (!eof) {
       const void* nl = len > scan_from ? ::memrchr(b + scan_from, '\n', len - scan_from) : nullptr;
