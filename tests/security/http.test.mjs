@@ -236,6 +236,15 @@ describe('case 33: another client of the same server', () => {
       assert.ok(structured(await call(a2, 'trace_list', {})).traces.some((t) => t.trace_id === trace));
       structured(await call(a, 'sandbox_destroy', { sandbox_id: sb }));
 
+      // The CLI acts as the local user, another principal than token-1: alice's trace is not its.
+      const cli = (...args) => spawnSync(kilnBin(), ['traces', ...args, '--state-dir', s.home], { env: kilnEnv(s.home), encoding: 'utf8' });
+      const listed0 = cli('list', '--json');
+      assert.equal(listed0.status, 0, listed0.stderr);
+      assert.ok(!JSON.parse(listed0.stdout).some((t) => t.id === trace), 'kiln traces list shows another principal\'s trace');
+      const shown = cli('show', trace);
+      assert.notEqual(shown.status, 0, 'kiln traces show printed another principal\'s trace');
+      assert.equal(shown.stderr.split(trace).join('ID'), cli('show', ghost(trace)).stderr.split(ghost(trace)).join('ID'));
+
       // Artifacts: the workspace is shared (any token may open any folder of the server user's),
       // the artifact is not: bob can neither re-share nor remove nor overwrite alice's.
       fs.mkdirSync(path.join(ws, 'site'), { recursive: true });
