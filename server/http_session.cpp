@@ -527,19 +527,21 @@ void start_session(Server::Impl& server, tcp::socket socket) {
 }
 
 bool evict_oldest_waiting(Server::Impl& server) {
-  std::shared_ptr<Session> victim;
+  std::shared_ptr<Session> victim;  // released outside the lock: a Session's destructor takes it
   {
     std::lock_guard lock(server.sessions_mu);
+    // Members of a listed session are alive while the lock is held (its destructor unlists it
+    // under the same lock before they go), so reading them through the raw key is safe.
     std::int64_t oldest = 0;
+    const std::weak_ptr<Session>* pick = nullptr;
     for (auto& [p, w] : server.sessions) {
       std::int64_t since = p->head_wait_since.load(std::memory_order_relaxed);
       if (since != 0 && (oldest == 0 || since < oldest)) {
-        if (auto s = w.lock()) {
-          oldest = since;
-          victim = std::move(s);
-        }
+        oldest = since;
+        pick = &w;
       }
     }
+    if (pick) victim = pick->lock();
     // Claimed here, so the next accept picks another one while this one is closing.
     if (victim) victim->head_wait_since = 0;
   }

@@ -314,8 +314,9 @@ describe('case 35: slow HTTP clients', () => {
     const port = Number(new URL(s.base).port);
     const attack = slowloris(port, 1100);
     try {
-      // Until the attack holds (most sockets connected and parked), bounded.
-      await waitFor(() => attack.open >= 1050, 60000, 200);
+      // Until the attack holds: most sockets connected and parked, or the server already closing
+      // some (reopened at once) because it holds as many as its cap allows. Bounded.
+      await waitFor(() => attack.open >= 1000 || attack.opened >= 1300, 60000, 200);
       await sleep(1000);
       // Fresh connections only (agent: false): a pooled keep-alive one from before the attack
       // would walk past the cap and prove nothing.
@@ -337,7 +338,7 @@ describe('case 35: slow HTTP clients', () => {
       });
       assert.equal(mcp.status, 200, mcp.text);
       assert.ok(JSON.parse(mcp.text).result?.protocolVersion);
-      assert.ok(attack.open > 500, `the attack was still on (${attack.open} sockets open)`);
+      assert.ok(attack.open > 300, `the attack was still on (${attack.open} sockets open)`);
     } finally {
       attack.stop();
     }
