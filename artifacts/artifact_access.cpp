@@ -22,7 +22,6 @@ namespace {
 
 constexpr int kMaxFailures = 5;
 constexpr std::int64_t kFailureWindowS = 300;
-constexpr std::int64_t kPasswordCookieS = 12 * 3600;
 constexpr std::int64_t kInviteCookieS = 30 * 24 * 3600;
 constexpr std::size_t kMaxPasswordBytes = 1024;
 
@@ -294,6 +293,7 @@ AccessDecision ArtifactStore::check_access(const std::string& name, std::optiona
     if (s.int64(3) != 0 || (exp && *exp <= t)) return d;
     std::int64_t until = std::min(detail::add_seconds(t, kInviteCookieS), exp.value_or(INT64_MAX));
     d.set_cookie = make_cookie(name, fmt::format("invite:{}", s.int64(0)), until, r.share_gen);
+    d.cookie_max_age_s = std::max<std::int64_t>(0, until - t);
     return allow();
   }
   // Password mode.
@@ -330,6 +330,7 @@ AccessDecision ArtifactStore::check_access(const std::string& name, std::optiona
   if (!ok) return d;
   failures_.erase(key);
   d.set_cookie = make_cookie(name, "password", detail::add_seconds(t, kPasswordCookieS), gen);
+  d.cookie_max_age_s = kPasswordCookieS;  // the browser forgets it when the server stops accepting it
   return allow();
 }
 

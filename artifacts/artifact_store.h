@@ -137,11 +137,16 @@ enum class AccessOutcome {
   not_found,     // no such artifact or version: 404
 };
 
+// How long a login (password mode) lasts. The store refuses its cookie after this, and the
+// Set-Cookie Max-Age says the same, so a browser never holds a cookie the server no longer takes.
+inline constexpr std::int64_t kPasswordCookieS = 12 * 3600;
+
 struct AccessDecision {
   AccessOutcome outcome = AccessOutcome::not_found;
   Share share = Share::public_;
   int version = 0;                       // the version that would be served
   std::optional<std::string> set_cookie; // a fresh signed cookie value to send (after a login or invite)
+  std::int64_t cookie_max_age_s = 0;     // its Max-Age: the same lifetime the store signed into it
   std::string invite_name;               // who, for the access log (never the token)
   int retry_after_s = 0;                 // for rate_limited
 };

@@ -112,12 +112,12 @@ const ManagerOptions& SandboxManager::options() const { return impl_->opt; }
 void SandboxManager::shutdown() {
   if (impl_->stopped.exchange(true)) return;
   impl_->stop_spares();
-  std::vector<std::string> ids;
+  std::vector<std::pair<std::string, std::string>> ids;  // owner, id
   {
     std::lock_guard lock(impl_->mu);
-    for (auto& [id, sb] : impl_->sandboxes) ids.push_back(id);
+    for (auto& [id, sb] : impl_->sandboxes) ids.emplace_back(sb->policy.owner, id);
   }
-  for (const auto& id : ids) (void)destroy(id);
+  for (const auto& [owner, id] : ids) (void)destroy(owner, id);
 }
 
 std::shared_ptr<Run> SandboxManager::Impl::find_run(const std::string& id) const {
@@ -130,6 +130,16 @@ std::shared_ptr<Sandbox> SandboxManager::Impl::find_sandbox(const std::string& i
   std::lock_guard lock(mu);
   auto it = sandboxes.find(id);
   return it == sandboxes.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Run> SandboxManager::Impl::find_run_of(const std::string& id, const std::string& owner) const {
+  auto run = find_run(id);
+  return run && run->owner == owner ? run : nullptr;
+}
+
+std::shared_ptr<Sandbox> SandboxManager::Impl::find_sandbox_of(const std::string& id, const std::string& owner) const {
+  auto sb = find_sandbox(id);
+  return sb && sb->policy.owner == owner ? sb : nullptr;
 }
 
 namespace {
@@ -553,8 +563,8 @@ void SandboxManager::Impl::retire_sandbox(const std::shared_ptr<Sandbox>& sb, st
   }
 }
 
-Result<CleanupReport> SandboxManager::destroy(const std::string& sandbox_id) {
-  auto sb = impl_->find_sandbox(sandbox_id);
+Result<CleanupReport> SandboxManager::destroy(const std::string& owner, const std::string& sandbox_id) {
+  auto sb = impl_->find_sandbox_of(sandbox_id, owner);
   if (!sb)
     return fail(Errc::not_found, fmt::format("no live sandbox '{}': call sandbox_list to see the live ones (it may "
                                              "have been destroyed or reaped after being idle)",
@@ -573,12 +583,13 @@ Result<CleanupReport> SandboxManager::destroy(const std::string& sandbox_id) {
   return fut.get();
 }
 
-json SandboxManager::list(const std::string& workspace_id) const {
+json SandboxManager::list(const std::string& owner, const std::string& workspace_id) const {
   json out = json::array();
   std::lock_guard lock(impl_->mu);
   auto now = Clock::now();
   for (const auto& [id, sb] : impl_->sandboxes) {
     if (sb->spare) continue;  // warm and unused: not anyone's sandbox yet
+    if (sb->policy.owner != owner) continue;
     if (!workspace_id.empty() && sb->policy.workspace_id != workspace_id) continue;
     json procs = json::array();
     for (const auto& [rid, run] : impl_->runs) {
@@ -604,19 +615,19 @@ json SandboxManager::list(const std::string& workspace_id) const {
   return out;
 }
 
-std::string SandboxManager::workspace_of_sandbox(const std::string& id) const {
-  auto sb = impl_->find_sandbox(id);
+std::string SandboxManager::workspace_of_sandbox(const std::string& owner, const std::string& id) const {
+  auto sb = impl_->find_sandbox_of(id, owner);
   return sb ? sb->policy.workspace_id : std::string();
 }
 
-std::optional<SandboxPolicy> SandboxManager::policy_of(const std::string& id) const {
-  auto sb = impl_->find_sandbox(id);
+std::optional<SandboxPolicy> SandboxManager::policy_of(const std::string& owner, const std::string& id) const {
+  auto sb = impl_->find_sandbox_of(id, owner);
   if (!sb || sb->closing) return std::nullopt;
   return sb->policy;
 }
 
-std::string SandboxManager::workspace_of_run(const std::string& id) const {
-  auto run = impl_->find_run(id);
+std::string SandboxManager::workspace_of_run(const std::string& owner, const std::string& id) const {
+  auto run = impl_->find_run_of(id, owner);
   return run ? run->workspace_id : std::string();
 }
 

@@ -47,29 +47,32 @@ class SandboxManager {
   // A session sandbox that lives until destroy(), idle reaping or shutdown.
   Result<SandboxInfo> create(SandboxPolicy policy, std::stop_token stop = {});
 
-  // Runs in `sandbox_id`, or (empty id) in a fresh sandbox built from `fresh_policy` and
-  // destroyed afterwards. Foreground: blocks until done (or `stop`, which kills the tree).
+  // Runs in `sandbox_id` (found only if it belongs to req.owner), or (empty id) in a fresh sandbox
+  // built from `fresh_policy` (whose owner must be req.owner) and destroyed afterwards. Foreground: blocks until done (or `stop`, which kills the tree).
   Result<ExecResult> exec(const std::string& sandbox_id, const SandboxPolicy* fresh_policy, ExecRequest req,
                           std::stop_token stop = {}, OutputObserver observer = {});
   Result<BackgroundStarted> start(const std::string& sandbox_id, const SandboxPolicy* fresh_policy,
                                   ExecRequest req, std::stop_token stop = {});
 
+  // Every call below that names a sandbox or a run takes the `owner` it is made for: an id of
+  // another owner's gets exactly the answer an unknown id gets (TOOLS.md, principals).
+
   // Paged output of a run; waits up to wait_ms for data beyond `offset` (long poll).
-  Result<OutputPage> output(const std::string& run_id, Stream stream, std::uint64_t offset, std::size_t limit,
-                            int wait_ms, std::stop_token stop = {});
-  Result<std::size_t> input(const std::string& run_id, std::string_view data, bool close);
+  Result<OutputPage> output(const std::string& owner, const std::string& run_id, Stream stream, std::uint64_t offset,
+                            std::size_t limit, int wait_ms, std::stop_token stop = {});
+  Result<std::size_t> input(const std::string& owner, const std::string& run_id, std::string_view data, bool close);
   // SIGKILL (default) kills the run's whole tree; other signals go to its process group.
   // Returns the stop reason once it ended, or nullopt if it is still running.
-  Result<std::optional<StopReason>> kill(const std::string& run_id, int signal);
+  Result<std::optional<StopReason>> kill(const std::string& owner, const std::string& run_id, int signal);
 
-  // Live sandboxes (optionally of one workspace) with their processes.
-  nlohmann::json list(const std::string& workspace_id = {}) const;
-  Result<CleanupReport> destroy(const std::string& sandbox_id);
+  // The owner's live sandboxes (optionally of one workspace) with their processes.
+  nlohmann::json list(const std::string& owner, const std::string& workspace_id = {}) const;
+  Result<CleanupReport> destroy(const std::string& owner, const std::string& sandbox_id);
   // The workspace a sandbox belongs to (for checks in tool handlers); empty if unknown.
-  std::string workspace_of_sandbox(const std::string& sandbox_id) const;
-  std::string workspace_of_run(const std::string& run_id) const;
+  std::string workspace_of_sandbox(const std::string& owner, const std::string& sandbox_id) const;
+  std::string workspace_of_run(const std::string& owner, const std::string& run_id) const;
   // The policy a live sandbox was created with (secret values are not part of it).
-  std::optional<SandboxPolicy> policy_of(const std::string& sandbox_id) const;
+  std::optional<SandboxPolicy> policy_of(const std::string& owner, const std::string& sandbox_id) const;
 
   // Redacts every secret value any sandbox of this server has used.
   std::string redact(std::string_view text) const;

@@ -68,6 +68,7 @@ struct Run {
   std::string id;
   std::string sandbox_id;
   std::string workspace_id;
+  std::string owner;  // the sandbox's owner (its policy's), see SandboxPolicy::owner
   std::weak_ptr<Sandbox> sandbox;
   std::shared_ptr<const Redactor> redactor;
   ExecRequest req;
@@ -172,6 +173,10 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   void watch_disk(const std::shared_ptr<Run>& run, const std::string& workspace_root);
   std::shared_ptr<Run> find_run(const std::string& id) const;
   std::shared_ptr<Sandbox> find_sandbox(const std::string& id) const;
+  // The same, but only when it belongs to `owner`: what every call made for a client uses, so
+  // another owner's id takes exactly the path of an unknown one.
+  std::shared_ptr<Run> find_run_of(const std::string& id, const std::string& owner) const;
+  std::shared_ptr<Sandbox> find_sandbox_of(const std::string& id, const std::string& owner) const;
 
   // io thread
   void watch_control(const std::shared_ptr<Sandbox>& sb);

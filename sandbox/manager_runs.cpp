@@ -64,6 +64,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   run->id = random_id("run_", 10);
   run->sandbox_id = sb->id;
   run->workspace_id = sb->policy.workspace_id;
+  run->owner = sb->policy.owner;
   run->sandbox = sb;
   run->redactor = sb->redactor;
   run->limits = sb->policy.limits;
@@ -642,9 +643,10 @@ void SandboxManager::Impl::wait_finished(const std::shared_ptr<Run>& run, std::s
 namespace {
 
 Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const std::string& id,
-                                              const SandboxPolicy* fresh, std::stop_token stop) {
+                                              const SandboxPolicy* fresh, const std::string& owner,
+                                              std::stop_token stop) {
   if (!id.empty()) {
-    auto sb = impl.find_sandbox(id);
+    auto sb = impl.find_sandbox_of(id, owner);
     if (!sb || sb->closing)
       return fail(Errc::not_found, fmt::format("no live sandbox '{}': create one with sandbox_create (sandboxes are "
                                                "reaped after being idle), or omit sandbox_id to run in a fresh one",
@@ -652,6 +654,7 @@ Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const 
     return sb;
   }
   if (!fresh) return fail(Errc::invalid_argument, "no sandbox_id and no policy for a fresh sandbox");
+  if (fresh->owner != owner) return fail(Errc::internal, "a fresh sandbox's policy names another owner than the request");
   auto sb = impl.take_spare(*fresh);
   auto made = sb ? Result<std::shared_ptr<Sandbox>>(sb)
                  : impl.make_sandbox(*fresh, true, stop, SandboxManager::Impl::Admission::wait);
@@ -670,11 +673,11 @@ struct Launched {
 // is destroyed at once, since nothing else will ever use it.
 Result<Launched> pick_and_launch(SandboxManager& manager, SandboxManager::Impl& impl, const std::string& id,
                                  const SandboxPolicy* fresh, ExecRequest req, std::stop_token stop) {
-  auto sb = pick_sandbox(impl, id, fresh, stop);
+  auto sb = pick_sandbox(impl, id, fresh, req.owner, stop);
   if (!sb) return std::unexpected(sb.error());
   auto run = impl.launch(*sb, std::move(req));
   if (!run) {
-    if ((*sb)->fresh) (void)manager.destroy((*sb)->id);
+    if ((*sb)->fresh) (void)manager.destroy((*sb)->policy.owner, (*sb)->id);
     return std::unexpected(run.error());
   }
   return Launched{std::move(*sb), std::move(*run)};
@@ -716,9 +719,9 @@ Result<BackgroundStarted> SandboxManager::start(const std::string& sandbox_id, c
   return BackgroundStarted{r.id, r.sandbox_id, r.pid, r.run_dir, (*sb)->isolation, (*sb)->warning};
 }
 
-Result<OutputPage> SandboxManager::output(const std::string& run_id, Stream stream, std::uint64_t offset,
-                                          std::size_t limit, int wait_ms, std::stop_token stop) {
-  auto run = impl_->find_run(run_id);
+Result<OutputPage> SandboxManager::output(const std::string& owner, const std::string& run_id, Stream stream,
+                                          std::uint64_t offset, std::size_t limit, int wait_ms, std::stop_token stop) {
+  auto run = impl_->find_run_of(run_id, owner);
   if (!run)
     return fail(Errc::not_found, fmt::format("unknown run_id '{}': use a run_id returned by sandbox_exec (the "
                                              "server keeps the last {} runs)",
@@ -756,8 +759,9 @@ Result<OutputPage> SandboxManager::output(const std::string& run_id, Stream stre
   return page;
 }
 
-Result<std::size_t> SandboxManager::input(const std::string& run_id, std::string_view data, bool close) {
-  auto run = impl_->find_run(run_id);
+Result<std::size_t> SandboxManager::input(const std::string& owner, const std::string& run_id, std::string_view data,
+                                          bool close) {
+  auto run = impl_->find_run_of(run_id, owner);
   if (!run) return fail(Errc::not_found, fmt::format("unknown run_id '{}'", run_id));
   std::lock_guard lock(run->mu);
   if (run->stdin_fd < 0) {
@@ -789,8 +793,8 @@ Result<std::size_t> SandboxManager::input(const std::string& run_id, std::string
   return written;
 }
 
-Result<std::optional<StopReason>> SandboxManager::kill(const std::string& run_id, int sig) {
-  auto run = impl_->find_run(run_id);
+Result<std::optional<StopReason>> SandboxManager::kill(const std::string& owner, const std::string& run_id, int sig) {
+  auto run = impl_->find_run_of(run_id, owner);
   if (!run) return fail(Errc::not_found, fmt::format("unknown run_id '{}'", run_id));
   {
     std::lock_guard lock(run->mu);

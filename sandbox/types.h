@@ -41,6 +41,9 @@ struct SandboxPolicy {
   std::vector<std::string> secrets;             // names; values resolved by SecretStore
   std::string workspace_root;                   // absolute real path
   std::string workspace_id;
+  // The principal the sandbox belongs to (TOOLS.md, principals): only calls made for the same
+  // owner find it or its runs; for everyone else it does not exist.
+  std::string owner;
 };
 
 enum class StopReason {
@@ -66,6 +69,7 @@ struct ExecResult;
 struct CleanupReport;
 
 struct ExecRequest {
+  std::string owner;              // who asks: a sandbox_id of another owner is "no live sandbox"
   std::vector<std::string> argv;  // already split; a string command becomes /bin/sh -c
   std::string display_command;    // for traces and listings
   std::string cwd;                // absolute path inside the sandbox

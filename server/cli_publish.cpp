@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "server/principal.h"
 #include "server/tools_publish.h"
 #include "workspace/root.h"
 #include "workspace/state_store.h"
@@ -123,7 +124,8 @@ int publish_command(const PublishOptions& o, const std::string& state_dir) {
   req.expires_in_s = o.expires_in_s;
   req.invite_expires_in_s = o.invite_expires_in_s;
   if (auto d = apply_publish_defaults(**store, req); !d) return report(d.error());
-  auto p = publish_traced(**traces, **store, std::move(req), json{{"name", "kiln-cli"}, {"version", KILN_VERSION}});
+  auto p = publish_traced(**traces, **store, std::move(req), json{{"name", "kiln-cli"}, {"version", KILN_VERSION}},
+                          local_principal());
   if (!p) return report(p.error());
   ServeBase base = serve_base(state_dir, true);
   json out = publish_result_json(*p, base);

@@ -1,6 +1,6 @@
-// `kiln serve` start-up: open the artifact store (and with --mcp the MCP runtime), bind, refuse an
-// unauthenticated MCP server beyond loopback, announce the URL in <state>/serve.json (atomically,
-// after the bind, so whoever reads it can connect at once), serve, clean up.
+// `kiln serve` start-up: open the artifact store (and with --mcp the MCP runtime and its bearer
+// tokens: --token-file's, else the state directory's own, never none), bind, announce the URL in
+// <state>/serve.json (atomically, after the bind, so whoever reads it can connect at once), serve, clean up.
 #include "server/cli_serve.h"
 
 #include <limits.h>
@@ -27,6 +27,8 @@
 #include "server/logging.h"
 #include "server/mcp_http.h"
 #include "server/mcp_runtime.h"
+#include "server/mcp_token.h"
+#include "server/principal.h"
 #include "server/serve_daemon.h"
 
 namespace kiln::server {
@@ -78,9 +80,7 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   ::pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  std::error_code ec;
-  std::filesystem::create_directories(state_dir_in, ec);
-  ::chmod(state_dir_in.c_str(), 0700);
+  // main() has already made it ours and 0700 (workspace::secure_state_dir); this is its real path.
   char real[PATH_MAX];
   std::string state_dir = ::realpath(state_dir_in.c_str(), real) ? std::string(real) : state_dir_in;
   if (options.daemon) daemon_logging(state_dir, options.log_level);
@@ -108,19 +108,31 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
     return fmt::format(
         "refusing to serve MCP on {}: anyone who can reach it could run commands in your workspaces. Pass "
         "--token-file FILE (one bearer token per line, at least 32 characters, e.g. from 'openssl rand -hex 32'; "
-        "chmod 600), or listen on 127.0.0.1",
+        "chmod 600), or listen on 127.0.0.1 (where the token in the state directory's mcp-token is used)",
         where);
   };
+  // Every /mcp request carries a credential, on every bind: the --token-file's tokens (each
+  // acting for its name), else the state directory's own token, acting for the local user.
   std::optional<mcp_http::TokenSet> tokens;
+  std::string token_source;
   if (!options.token_file.empty()) {
     auto loaded = mcp_http::TokenSet::load(options.token_file);
     if (!loaded) return refuse(loaded.error().message);
     if (!options.mcp) spdlog::warn("serve: --token-file only guards /mcp, which needs --mcp; it is unused");
     tokens = std::move(*loaded);
+    token_source = options.token_file;
   }
   if (options.mcp && !tokens) {
+    // The generated token is this user's, for this machine: a bind other machines can reach
+    // must name its clients in a --token-file.
     auto where = http::parse_listen(options.listen);  // a bad --listen is reported by the bind below
     if (where && !mcp_http::is_loopback_address(where->host)) return refuse(no_token_message(options.listen));
+    auto token = ensure_default_token(state_dir);
+    if (!token) return refuse(token.error().message);
+    auto set = mcp_http::TokenSet::single(local_principal(), *token);
+    if (!set) return refuse(set.error().message);
+    tokens = std::move(*set);
+    token_source = default_token_path(state_dir);
   }
   std::unique_ptr<mcp_http::Endpoint> mcp;
   if (options.mcp) {
@@ -132,7 +144,7 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
     (*context)->options.forward_process_logs = false;
     mcp_http::Options mo;
     mo.session_idle = std::chrono::seconds(options.session_idle_s);
-    mcp = std::make_unique<mcp_http::Endpoint>(**context, mo, tokens);
+    mcp = std::make_unique<mcp_http::Endpoint>(**context, mo, std::move(*tokens));
   }
 
   http::ServeCache cache(state_dir, "artifacts.db");  // the store's file, per artifact_store.h
@@ -168,7 +180,7 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   auto& srv = **server;
   std::string bound = fmt::format("{}:{}", srv.host().find(':') != std::string::npos ? "[" + srv.host() + "]" : srv.host(),
                                   srv.port());
-  if (mcp && !srv.loopback_only() && !tokens) return refuse(no_token_message(bound));  // checked above too
+  if (mcp && !srv.loopback_only() && options.token_file.empty()) return refuse(no_token_message(bound));  // checked above too
   if (mcp) mcp->set_listener(srv.port(), srv.loopback_only());
   if (!srv.loopback_only()) {
     spdlog::warn("serve: listening on {}, reachable from other machines: anyone who can reach it sees public artifacts",
@@ -177,9 +189,14 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   ServeInfo info{pid, fmt::format("http://{}:{}", url_host(srv.host()), srv.port()), bound, utc_now(), state_dir};
   if (auto w = write_serve_info(state_dir, info); !w) spdlog::warn("serve: {}", w.error().message);
   spdlog::info("serve: serving {} at {} (pid {}{})", state_dir, info.url, pid, options.daemon ? ", daemon" : "");
+  // Where the token is, never the token: logs are read by more people than the token file.
+  if (mcp) spdlog::info("serve: /mcp takes the bearer tokens in {}", token_source);
   if (!options.daemon) {
-    std::fprintf(stderr, "kiln serve: artifacts at %s/a/NAME/%s (Ctrl-C stops)\n", info.url.c_str(),
-                 mcp ? fmt::format(", MCP at {}/mcp", info.url).c_str() : "");
+    std::string mcp_note =
+        mcp ? fmt::format(", MCP at {}/mcp (bearer token in {}{})", info.url, token_source,
+                          options.token_file.empty() ? "; `kiln serve --print-token` prints it" : "")
+            : "";
+    std::fprintf(stderr, "kiln serve: artifacts at %s/a/NAME/%s (Ctrl-C stops)\n", info.url.c_str(), mcp_note.c_str());
   }
   srv.run();
   remove_serve_info_if_ours(state_dir, pid);
@@ -192,6 +209,21 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
     kiln::fast_exit(0);
   }
   spdlog::default_logger()->flush();
+  return 0;
+}
+
+}  // namespace kiln::server
+
+namespace kiln::server {
+
+int print_token_command(const std::string& state_dir) {
+  auto token = ensure_default_token(state_dir);
+  if (!token) {
+    std::fprintf(stderr, "kiln: %s\n", token.error().message.c_str());
+    return 1;
+  }
+  // stdout only: `Authorization: Bearer $(kiln serve --print-token)` is how it is meant to be used.
+  std::printf("%s\n", token->c_str());
   return 0;
 }
 

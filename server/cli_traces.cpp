@@ -1,6 +1,8 @@
 // The `kiln traces` subcommands. They open the SQLite stores in the state directory themselves
 // (WAL lets them read while a server writes), so they work whether or not a server is running.
 #include "server/cli_traces.h"
+#include "server/principal.h"
+#include "server/tools_traces.h"
 
 #include <sys/stat.h>
 
@@ -65,7 +67,8 @@ Result<TraceRecord> find_trace(TraceStore* store, const std::string& id, const s
   if (!store) return std::unexpected(no_trace(id, state_dir));
   auto rec = store->get(id);
   if (!rec) return std::unexpected(rec.error());
-  if (!*rec) return std::unexpected(no_trace(id, state_dir));
+  // The CLI acts as the local user: another principal's trace is as absent as a missing one.
+  if (!*rec || !trace_visible_to(**rec, local_principal())) return std::unexpected(no_trace(id, state_dir));
   return std::move(**rec);
 }
 
@@ -82,6 +85,7 @@ Result<std::string> resolve_workspace(const std::string& name_or_id, const std::
   }
   traces::TraceQuery q;
   q.workspace_id = name_or_id;
+  q.who = traces_of(local_principal());
   q.limit = 1;
   if (auto page = store.list(q); page && !page->records.empty()) return name_or_id;
   return fail(Errc::not_found, fmt::format("no workspace '{}' in {}", name_or_id, state_dir));
@@ -300,6 +304,7 @@ int TracesCommand::list(const std::string& state_dir) {
   std::vector<TraceRecord> records;
   if (*store) {
     traces::TraceQuery q;
+    q.who = traces_of(local_principal());
     q.kind = kind_;
     q.status = status_;
     if (!workspace_.empty()) {
@@ -334,6 +339,7 @@ int TracesCommand::show(const std::string& state_dir) {
     return 0;
   }
   traces::TraceQuery q;
+  q.who = traces_of(local_principal());
   q.parent_id = rec->id;
   auto steps = collect(**store, q, 0);
   if (!steps) return report(steps.error());
@@ -380,6 +386,7 @@ int TracesCommand::export_otlp(const std::string& state_dir) {
   auto rec = find_trace(store->get(), id_, state_dir);
   if (!rec) return report(rec.error());
   traces::TraceQuery q;
+  q.who = traces_of(local_principal());
   q.parent_id = rec->id;
   auto children = collect(**store, q, 0);
   if (!children) return report(children.error());

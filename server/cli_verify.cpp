@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "sandbox/manager.h"
+#include "server/principal.h"
 #include "server/run_tracing.h"
 #include "server/tools.h"
 #include "server/verify_runner.h"
@@ -86,6 +87,7 @@ int verify_command(const VerifyOptions& o, const std::string& state_dir) {
   VerifyRequest req;
   req.only = o.checks;
   req.client = json{{"name", "kiln verify"}, {"version", KILN_VERSION}};
+  req.principal = local_principal();  // the CLI acts as the local user
   req.stop = stop.get_token();
   req.progress = [tty, json_out = o.json](double, double, const std::string& msg) {
     if (json_out && !tty) return;

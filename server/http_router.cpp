@@ -97,7 +97,7 @@ bool is_version_segment(std::string_view s) {
          std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-void set_cookie(Response& r, const RouterContext& ctx, const std::string& name, const std::string& value, int max_age) {
+void set_cookie(Response& r, const RouterContext& ctx, const std::string& name, const std::string& value, std::int64_t max_age) {
   if (!value.empty() && !cookie_safe(value)) {
     spdlog::error("serve: the store issued a session cookie with characters a cookie cannot carry; not sent");
     return;
@@ -237,7 +237,7 @@ Response login_route(Visit& v) {
     v.decided = true;
     if (v.decision.outcome != AccessOutcome::allowed) return refusal(req, v.decision, v.name, next, true);
     Response r = redirect(req, 303, next);
-    if (v.decision.set_cookie) set_cookie(r, v.ctx, v.name, *v.decision.set_cookie, v.ctx.cookie_max_age_s);
+    if (v.decision.set_cookie) set_cookie(r, v.ctx, v.name, *v.decision.set_cookie, v.decision.cookie_max_age_s);
     return r;
   }
   next = safe_next(query_param(v.t.query, "next").value_or(""), v.name);
@@ -338,11 +338,11 @@ Response artifact_route(Visit& v) {
   // The token leaves the address bar (and history) at once; the cookie carries the access on.
   if (creds.invite_token && (d.set_cookie || d.share == Share::public_)) {
     Response r = redirect(req, 303, with_query(v.t.raw_path, query_without(v.t.query, "invite")));
-    if (d.set_cookie) set_cookie(r, v.ctx, v.name, *d.set_cookie, v.ctx.cookie_max_age_s);
+    if (d.set_cookie) set_cookie(r, v.ctx, v.name, *d.set_cookie, d.cookie_max_age_s);
     return r;
   }
   Response r = serve_file(v);
-  if (d.set_cookie) set_cookie(r, v.ctx, v.name, *d.set_cookie, v.ctx.cookie_max_age_s);
+  if (d.set_cookie) set_cookie(r, v.ctx, v.name, *d.set_cookie, d.cookie_max_age_s);
   return r;
 }
 

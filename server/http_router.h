@@ -82,7 +82,6 @@ struct RouterContext {
   std::string state_dir;
   long pid = 0;
   std::string cookie_name = "kiln_session";
-  int cookie_max_age_s = 30 * 24 * 3600;  // the longest the store signs (invites); it checks its own expiry
   ServeCache* cache = nullptr;  // optional: spares the store repeated questions (http_cache.h)
 };
 

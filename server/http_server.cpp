@@ -2,7 +2,10 @@
 // and shut down in two steps (graceful for shutdown_grace, then cut) on a signal or stop().
 #include "server/http_server.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <charconv>
 #include <csignal>
@@ -62,7 +65,9 @@ void Server::Impl::accept() {
     if (stopping) return;
     if (ec) {
       if (ec == net::error::operation_aborted) return;
-      // Out of file descriptors and the like: back off rather than spin.
+      // Out of file descriptors and the like: make room from a connection that never sent a
+      // request, and back off rather than spin.
+      if (ec == net::error::no_descriptors) evict_oldest_waiting(*this);
       spdlog::warn("serve: accept failed: {}", ec.message());
       retry_timer.expires_after(std::chrono::milliseconds(100));
       retry_timer.async_wait(net::bind_executor(control, [this](boost::system::error_code e) {
@@ -70,9 +75,14 @@ void Server::Impl::accept() {
       }));
       return;
     }
-    if (connections.load() >= options.max_connections) {
+    // At the cap, whoever has waited longest without sending a whole request head makes room:
+    // a client with a request to send always gets in, however many connections sit idle.
+    // (Until the evicted one has closed, the count runs over the cap by the evictions pending.)
+    if (connections.load() >= options.max_connections && !evict_oldest_waiting(*this)) {
       static std::atomic<bool> warned{false};
-      if (!warned.exchange(true)) spdlog::warn("serve: {} connections open; refusing more", options.max_connections);
+      if (!warned.exchange(true)) {
+        spdlog::warn("serve: {} connections open, all of them busy with requests; refusing more", options.max_connections);
+      }
       boost::system::error_code ignored;
       socket.close(ignored);
     } else {
@@ -154,6 +164,13 @@ Result<std::unique_ptr<Server>> Server::bind(const ServerOptions& options, Route
   if (options.watch_fd >= 0) {
     int fd = ::dup(options.watch_fd);  // the descriptor object closes its own copy
     if (fd >= 0) impl->watched.assign(fd, ec);
+  }
+  // Each connection holds a descriptor (two while a large file goes out); the stores, the log and
+  // sandboxes' pipes need their own, so the cap leaves them room rather than let accept fail.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    long room = (static_cast<long>(files.rlim_cur) - 256) / 2;
+    impl->options.max_connections = static_cast<int>(std::min<long>(impl->options.max_connections, std::max(16L, room)));
   }
   impl->host = where->host;
   impl->port = local.port();

@@ -28,8 +28,14 @@ struct Endpoint {
 struct ServerOptions {
   std::string listen = "127.0.0.1:7700";  // HOST:PORT, [V6]:PORT; port 0 picks a free one
   int io_threads = 2;
+  // At the cap, a new connection evicts the oldest one still waiting for its request head, so
+  // idle or slow-header connections (slowloris) never lock a real client out. Clamped at bind
+  // to what RLIMIT_NOFILE leaves room for.
   int max_connections = 1024;
-  std::chrono::seconds read_timeout{30};   // a whole request, and an idle keep-alive connection
+  // From the start of a read (a new connection, or the end of the previous answer on a
+  // keep-alive one) until the whole request head is in.
+  std::chrono::seconds header_timeout{10};
+  std::chrono::seconds read_timeout{30};   // a request's body, and each write of an answer
   std::chrono::seconds shutdown_grace{5};  // in-flight requests get this long after a stop
   std::size_t header_limit = 8 * 1024;
   std::size_t body_limit = 4 * 1024;  // only the login form has a body (endpoints set their own)

@@ -95,5 +95,8 @@ struct Server::Impl {
 void start_session(Server::Impl& server, tcp::socket socket);
 // At shutdown: closes idle sessions now; busy ones close after their answer.
 void nudge_sessions(Server::Impl& server);
+// Closes the connection that has waited longest for a request head, if any does; returns
+// whether one was found (it closes on its own strand, soon after).
+bool evict_oldest_waiting(Server::Impl& server);
 
 }  // namespace kiln::server::http

@@ -108,6 +108,15 @@ class Session : public std::enable_shared_from_this<Session> {
     flush_stream();
   }
 
+  // Set while the connection waits for a request head (steady-clock ticks since when), 0
+  // otherwise; read from the accept strand to pick whom to evict, and cleared there when picked.
+  std::atomic<std::int64_t> head_wait_since{0};
+
+  // On the connection's strand, after evict_oldest_waiting chose it.
+  void evict() {
+    if (awaiting_head_) close();
+  }
+
  private:
   void read() {
     busy_ = false;
@@ -121,14 +130,20 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(widest);
     body_limit_ = srv_.options.body_limit;
     endpoint_ = nullptr;
-    stream_.expires_after(srv_.options.read_timeout);
+    // One deadline for the whole head, however slowly it trickles in (slowloris).
+    stream_.expires_after(srv_.options.header_timeout);
+    awaiting_head_ = true;
+    head_wait_since = std::max<std::int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count());
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
 
   // The body limit depends on who serves the path, so it is set between header and body.
   void on_header(beast::error_code ec, std::size_t n) {
+    awaiting_head_ = false;
+    head_wait_since = 0;
     if (ec) return on_read(ec, n);
+    stream_.expires_after(srv_.options.read_timeout);  // the body has a deadline of its own
     endpoint_ = srv_.endpoint_for(parser_->get().target());
     if (endpoint_) body_limit_ = endpoint_->body_limit;
     if (auto length = parser_->content_length(); length && *length > body_limit_) {
@@ -406,6 +421,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void end_streaming(bool cut);
 
   Server::Impl& srv_;
+  bool awaiting_head_ = false;  // on the strand; head_wait_since is its cross-thread shadow
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
@@ -508,6 +524,30 @@ void start_session(Server::Impl& server, tcp::socket socket) {
     server.sessions.emplace(s.get(), s);
   }
   s->start();
+}
+
+bool evict_oldest_waiting(Server::Impl& server) {
+  std::shared_ptr<Session> victim;  // released outside the lock: a Session's destructor takes it
+  {
+    std::lock_guard lock(server.sessions_mu);
+    // Members of a listed session are alive while the lock is held (its destructor unlists it
+    // under the same lock before they go), so reading them through the raw key is safe.
+    std::int64_t oldest = 0;
+    const std::weak_ptr<Session>* pick = nullptr;
+    for (auto& [p, w] : server.sessions) {
+      std::int64_t since = p->head_wait_since.load(std::memory_order_relaxed);
+      if (since != 0 && (oldest == 0 || since < oldest)) {
+        oldest = since;
+        pick = &w;
+      }
+    }
+    if (pick) victim = pick->lock();
+    // Claimed here, so the next accept picks another one while this one is closing.
+    if (victim) victim->head_wait_since = 0;
+  }
+  if (!victim) return false;
+  net::post(victim->executor(), [victim] { victim->evict(); });
+  return true;
 }
 
 void nudge_sessions(Server::Impl& server) {

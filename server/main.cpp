@@ -14,6 +14,7 @@
 #include "server/mcp_runtime.h"
 #include "server/stdio_transport.h"
 #include "server/tools.h"
+#include "workspace/state_dir.h"
 #include "workspace/state_store.h"
 
 int main(int argc, char** argv) {
@@ -92,7 +93,9 @@ int main(int argc, char** argv) {
   serve->add_flag("--daemon", serve_opts.daemon, "Run as the state directory's background server (log to <state>/serve.log)");
   serve->add_flag("--mcp", serve_opts.mcp, "Also serve MCP (Streamable HTTP) at /mcp, with the same sessions as kiln mcp");
   serve->add_option("--token-file", serve_opts.token_file,
-                    "Bearer tokens for /mcp, one per line (required to listen beyond loopback with --mcp)");
+                    "Bearer tokens for /mcp, lines NAME TOKEN (required beyond loopback; default: <state>/mcp-token)");
+  bool print_token = false;
+  serve->add_flag("--print-token", print_token, "Print the /mcp bearer token of the state directory and exit");
   serve->add_option("--workspace", serve_opts.workspace, "With --mcp: folder each session opens when its client offers no roots");
   serve->add_flag("--allow-unsandboxed", serve_opts.allow_unsandboxed,
                   "With --mcp: permit sandbox isolation \"none\" (every result says so)");
@@ -115,8 +118,16 @@ int main(int argc, char** argv) {
 
   kiln::server::init_logging(log_level);
   if (state_dir.empty()) state_dir = kiln::workspace::default_state_dir();
+  // Every command reads or writes the state directory: refuse one another user could swap files in.
+  if (auto safe = kiln::workspace::secure_state_dir(state_dir, !traces_cmd.parsed()); !safe) {
+    std::fprintf(stderr, "kiln: %s\n", safe.error().message.c_str());
+    return run->parsed() ? 125 : verify->parsed() ? 2 : 1;
+  } else {
+    state_dir = *safe;
+  }
   if (traces_cmd.parsed()) return traces_cmd.run(state_dir);
   if (publish_cmd.parsed()) return publish_cmd.run(state_dir);
+  if (serve->parsed() && print_token) return kiln::server::print_token_command(state_dir);
   if (serve->parsed()) {
     serve_opts.log_level = log_level;
     return kiln::server::serve_command(serve_opts, state_dir);

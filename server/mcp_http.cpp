@@ -59,7 +59,7 @@ std::string new_session_id() {
 }  // namespace
 
 struct Endpoint::Impl {
-  Impl(ServerContext& s, Options o, std::optional<TokenSet> t) : server(s), options(o), tokens(std::move(t)) {
+  Impl(ServerContext& s, Options o, TokenSet t) : server(s), options(o), tokens(std::move(t)) {
     if (sodium_init() < 0) spdlog::critical("mcp: libsodium could not be initialised");
     limits.retry = options.retry;
     janitor = std::thread([this] { janitor_loop(); });
@@ -67,7 +67,7 @@ struct Endpoint::Impl {
 
   ServerContext& server;
   Options options;
-  std::optional<TokenSet> tokens;
+  TokenSet tokens;
   EventStream::Limits limits;
   unsigned short port = 0;
   bool loopback = true;
@@ -79,7 +79,8 @@ struct Endpoint::Impl {
   std::thread janitor;
 
   // ---- who may talk ----------------------------------------------------------------------------
-  std::optional<Response> check_caller(const Request& req) const {
+  // The caller's principal (the name of its token), or the refusal to send.
+  std::variant<std::string, Response> check_caller(const Request& req) const {
     if (req.host.empty()) return refuse(400, "Bad Request: the Host header is missing");
     if (loopback && !is_loopback_host(req.host, port)) {
       // What a DNS-rebinding page looks like: a foreign name resolving to our loopback address.
@@ -94,18 +95,21 @@ struct Endpoint::Impl {
                                                 : " (only the server's own origin may call it)"));
       }
     }
-    if (tokens && !tokens->check(req.authorization)) {
-      Response r = refuse(401, "Unauthorized: send 'Authorization: Bearer <token>' with a token from the server's --token-file");
+    std::optional<std::string> principal = tokens.principal_for(req.authorization);
+    if (!principal) {
+      Response r = refuse(401, "Unauthorized: send 'Authorization: Bearer <token>' with a token from the server's "
+                               "--token-file, or the one `kiln serve --print-token` prints");
       r.headers.emplace_back("WWW-Authenticate", req.authorization.empty()
                                                      ? "Bearer realm=\"kiln\""
                                                      : "Bearer realm=\"kiln\", error=\"invalid_token\"");
       return r;
     }
-    return std::nullopt;
+    return *principal;
   }
 
   // ---- sessions ------------------------------------------------------------------------------
-  std::variant<std::shared_ptr<HttpSession>, Response> find_session(const Request& req) {
+  // Another principal's session id gets the answer an unknown one gets: ids are never shared.
+  std::variant<std::shared_ptr<HttpSession>, Response> find_session(const Request& req, const std::string& principal) {
     if (req.mcp_session_id.empty()) {
       return refuse(400, "Bad Request: the Mcp-Session-Id header is required (send initialize first to get one)");
     }
@@ -115,7 +119,7 @@ struct Endpoint::Impl {
       auto it = sessions.find(req.mcp_session_id);
       if (it != sessions.end()) hs = it->second;
     }
-    if (!hs || hs->closed()) {
+    if (!hs || hs->closed() || hs->principal() != principal) {
       return refuse(404, "Not Found: no such session (it ended or expired); send initialize to start a new one");
     }
     if (req.has_protocol_version) {
@@ -201,7 +205,7 @@ struct Endpoint::Impl {
   }
 
   // ---- methods -------------------------------------------------------------------------------
-  Response post(Request& req) {
+  Response post(Request& req, const std::string& principal) {
     if (!accepts(req.accept, "application/json") || !accepts(req.accept, "text/event-stream")) {
       return refuse(406, "Not Acceptable: POST needs 'Accept: application/json, text/event-stream'");
     }
@@ -210,9 +214,9 @@ struct Endpoint::Impl {
     }
     protocol::Message msg = protocol::classify(req.body);
     if (auto* bad = std::get_if<protocol::Invalid>(&msg)) return json_response(400, error_body(bad->reply));
-    if (auto* r = std::get_if<protocol::Request>(&msg); r && r->method == "initialize") return initialize(req, msg);
+    if (auto* r = std::get_if<protocol::Request>(&msg); r && r->method == "initialize") return initialize(req, msg, principal);
 
-    auto found = find_session(req);
+    auto found = find_session(req, principal);
     if (auto* refusal = std::get_if<Response>(&found)) return std::move(*refusal);
     auto hs = std::get<std::shared_ptr<HttpSession>>(found);
     auto session = hs->session();
@@ -241,7 +245,7 @@ struct Endpoint::Impl {
     return accepted;
   }
 
-  Response initialize(const Request& req, protocol::Message& msg) {
+  Response initialize(const Request& req, protocol::Message& msg, const std::string& principal) {
     if (!req.mcp_session_id.empty()) {
       return refuse(400, "Bad Request: initialize starts a new session; send it without Mcp-Session-Id");
     }
@@ -249,7 +253,7 @@ struct Endpoint::Impl {
       return unsupported_version(req);
     }
     const json id = std::get<protocol::Request>(msg).id;
-    auto hs = std::make_shared<HttpSession>(new_session_id(), limits);
+    auto hs = std::make_shared<HttpSession>(new_session_id(), principal, limits);
     hs->start(server);
     hs->expect_initialize_reply(id);
     hs->session()->handle_message(std::move(msg));  // answered inline: lifecycle methods never queue
@@ -275,17 +279,17 @@ struct Endpoint::Impl {
       }
       sessions.emplace(hs->id(), hs);
     }
-    spdlog::info("mcp: session {} started ({} open)", hs->log_name(), session_count());
+    spdlog::info("mcp: session {} of {} started ({} open)", hs->log_name(), principal, session_count());
     Response r = json_response(200, std::move(*reply));
     r.headers.emplace_back("Mcp-Session-Id", hs->id());
     return r;
   }
 
-  Response get(const Request& req) {
+  Response get(const Request& req, const std::string& principal) {
     if (!accepts(req.accept, "text/event-stream")) {
       return refuse(406, "Not Acceptable: GET opens an SSE stream; send 'Accept: text/event-stream'");
     }
-    auto found = find_session(req);
+    auto found = find_session(req, principal);
     if (auto* refusal = std::get_if<Response>(&found)) return std::move(*refusal);
     auto hs = std::get<std::shared_ptr<HttpSession>>(found);
     if (!req.last_event_id.empty()) {
@@ -304,8 +308,8 @@ struct Endpoint::Impl {
     return sse(hs, hs->standalone(), std::nullopt);
   }
 
-  Response del(const Request& req) {
-    auto found = find_session(req);
+  Response del(const Request& req, const std::string& principal) {
+    auto found = find_session(req, principal);
     if (auto* refusal = std::get_if<Response>(&found)) return std::move(*refusal);
     auto hs = std::get<std::shared_ptr<HttpSession>>(found);
     {
@@ -369,7 +373,7 @@ struct Endpoint::Impl {
   }
 };
 
-Endpoint::Endpoint(ServerContext& server, Options options, std::optional<TokenSet> tokens)
+Endpoint::Endpoint(ServerContext& server, Options options, TokenSet tokens)
     : impl_(std::make_unique<Impl>(server, options, std::move(tokens))) {}
 
 Endpoint::~Endpoint() { impl_->shutdown(std::chrono::milliseconds(500)); }
@@ -381,14 +385,15 @@ void Endpoint::set_listener(unsigned short port, bool loopback) {
 
 Response Endpoint::handle(Request request) {
   Response r;
-  if (auto refusal = impl_->check_caller(request)) {
+  auto caller = impl_->check_caller(request);
+  if (auto* refusal = std::get_if<Response>(&caller)) {
     r = std::move(*refusal);
   } else if (request.method == "POST") {
-    return impl_->post(request);
+    return impl_->post(request, std::get<std::string>(caller));
   } else if (request.method == "GET") {
-    return impl_->get(request);
+    return impl_->get(request, std::get<std::string>(caller));
   } else if (request.method == "DELETE") {
-    return impl_->del(request);
+    return impl_->del(request, std::get<std::string>(caller));
   } else {
     // OPTIONS too: no CORS, so no browser page elsewhere can make the JSON POSTs MCP needs.
     r = refuse(405, fmt::format("Method Not Allowed: /mcp takes POST, GET and DELETE, not {}", request.method));

@@ -28,8 +28,9 @@ struct Options {
 
 class Endpoint {
  public:
-  // `tokens`: when set, every request needs "Authorization: Bearer <token>".
-  Endpoint(ServerContext& server, Options options, std::optional<TokenSet> tokens);
+  // Every request needs "Authorization: Bearer <token>" with one of `tokens`, and acts for that
+  // token's principal; a session belongs to the principal that initialized it.
+  Endpoint(ServerContext& server, Options options, TokenSet tokens);
   ~Endpoint();  // ends every session (see shutdown)
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;

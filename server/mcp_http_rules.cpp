@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "protocol/mcp_version.h"
+#include "server/principal.h"
 
 namespace kiln::server::mcp_http {
 namespace {
@@ -201,6 +202,18 @@ Result<TokenSet> TokenSet::from_text(std::string_view text) {
     std::string_view line = trim(text.substr(0, nl));
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     if (line.empty() || line.front() == '#') continue;
+    std::string name = fmt::format("token-{}", set.entries_.size() + 1);
+    if (auto sp = line.find_first_of(" \t"); sp != std::string_view::npos) {
+      std::string_view given = line.substr(0, sp);
+      if (!valid_principal_name(given)) {
+        return fail(Errc::invalid_argument,
+                    fmt::format("line {}: the name before the token may hold only letters, digits and ._@- (1-64 "
+                                "characters); write 'NAME TOKEN' or a bare token",
+                                line_no));
+      }
+      name = std::string(given);
+      line = trim(line.substr(sp + 1));
+    }
     if (line.size() < 32) {
       return fail(Errc::invalid_argument,
                   fmt::format("line {}: a token must be at least 32 characters (make one with: openssl rand -hex 32)", line_no));
@@ -209,21 +222,33 @@ Result<TokenSet> TokenSet::from_text(std::string_view text) {
       return fail(Errc::invalid_argument,
                   fmt::format("line {}: a token may hold only letters, digits and -._~+/=", line_no));
     }
-    set.hashes_.push_back(hash_token(line));
+    set.entries_.push_back(Entry{std::move(name), hash_token(line)});
   }
-  if (set.hashes_.empty()) return fail(Errc::invalid_argument, "no token in it (one per line)");
+  if (set.entries_.empty()) return fail(Errc::invalid_argument, "no token in it (one per line: NAME TOKEN, or TOKEN)");
   return set;
 }
 
-bool TokenSet::check(std::string_view authorization) const {
+Result<TokenSet> TokenSet::single(std::string_view principal, std::string_view token) {
+  if (sodium_init() < 0) return fail(Errc::internal, "libsodium could not be initialised");
+  if (token.size() < 32 || !token68(token)) return fail(Errc::invalid_argument, "the token is too short or malformed");
+  TokenSet set;
+  set.entries_.push_back(Entry{std::string(principal), hash_token(token)});
+  return set;
+}
+
+std::optional<std::string> TokenSet::principal_for(std::string_view authorization) const {
   authorization = trim(authorization);
-  if (authorization.size() < 7 || !iequals(authorization.substr(0, 7), "bearer ")) return false;
+  if (authorization.size() < 7 || !iequals(authorization.substr(0, 7), "bearer ")) return std::nullopt;
   std::string_view token = trim(authorization.substr(7));
-  if (token.empty()) return false;
+  if (token.empty()) return std::nullopt;
   auto h = hash_token(token);
-  int match = 0;
-  for (const auto& want : hashes_) match |= sodium_memcmp(h.data(), want.data(), h.size()) == 0 ? 1 : 0;
-  return match != 0;
+  const Entry* match = nullptr;
+  for (const auto& e : entries_) {
+    bool same = sodium_memcmp(h.data(), e.hash.data(), h.size()) == 0;
+    if (same && !match) match = &e;
+  }
+  if (!match) return std::nullopt;
+  return match->principal;
 }
 
 }  // namespace kiln::server::mcp_http

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,22 +42,33 @@ std::string supported_protocol_versions_text();
 // request (the header exists since 2025-06-18; 2025-03-26 clients never send it).
 bool version_requires_header(std::string_view version);
 
-// The bearer tokens of --token-file, kept as hashes and compared in constant time.
+// The bearer tokens /mcp takes, each with the principal it acts for; kept as hashes and compared
+// in constant time.
 class TokenSet {
  public:
-  // One token per line; blank lines and lines starting with '#' are skipped; surrounding spaces
-  // are trimmed. Refuses a file others can read or write, one without tokens, and tokens shorter
-  // than 32 characters or with characters outside RFC 6750's token68 set.
+  // Lines `NAME TOKEN`, or a bare `TOKEN` named by its position ("token-1" for the first token
+  // of the file); blank lines and lines starting with '#' are skipped; surrounding spaces are
+  // trimmed. Refuses a file others can read or write, one without tokens, names outside
+  // [A-Za-z0-9._@-] (1-64 characters), and tokens shorter than 32 characters or with characters
+  // outside RFC 6750's token68 set.
   static Result<TokenSet> load(const std::string& path);
   static Result<TokenSet> from_text(std::string_view text);
+  // One token acting for `principal` (the default token of the state directory).
+  static Result<TokenSet> single(std::string_view principal, std::string_view token);
 
-  // Whether `authorization` is "Bearer <one of the tokens>" (scheme case-insensitive). Compares
-  // against every token without stopping early, so timing says nothing about which one is close.
-  bool check(std::string_view authorization) const;
-  std::size_t size() const { return hashes_.size(); }
+  // The principal of the token in `authorization` ("Bearer <token>", scheme case-insensitive), or
+  // nullopt. Compares against every token without stopping early, so timing says nothing about
+  // which one is close.
+  std::optional<std::string> principal_for(std::string_view authorization) const;
+  bool check(std::string_view authorization) const { return principal_for(authorization).has_value(); }
+  std::size_t size() const { return entries_.size(); }
 
  private:
-  std::vector<std::array<unsigned char, 32>> hashes_;
+  struct Entry {
+    std::string principal;
+    std::array<unsigned char, 32> hash;
+  };
+  std::vector<Entry> entries_;
 };
 
 }  // namespace kiln::server::mcp_http

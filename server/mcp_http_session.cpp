@@ -29,14 +29,14 @@ std::string key_of(const json& id) { return id.dump(); }
 
 }  // namespace
 
-HttpSession::HttpSession(std::string id, EventStream::Limits limits)
-    : id_(std::move(id)), limits_(limits), standalone_(std::make_shared<EventStream>(0, limits)),
+HttpSession::HttpSession(std::string id, std::string principal, EventStream::Limits limits)
+    : id_(std::move(id)), principal_(std::move(principal)), limits_(limits), standalone_(std::make_shared<EventStream>(0, limits)),
       last_seen_(std::chrono::steady_clock::now()) {
   streams_[0] = standalone_;
 }
 
 void HttpSession::start(ServerContext& server) {
-  session_ = std::make_shared<Session>(server, std::make_shared<Router>(weak_from_this()));
+  session_ = std::make_shared<Session>(server, std::make_shared<Router>(weak_from_this()), principal_);
 }
 
 std::shared_ptr<Session> HttpSession::session() {

@@ -21,11 +21,13 @@ namespace kiln::server::mcp_http {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(std::string id, EventStream::Limits limits);
+  // `principal`: whom the session acts for (its token's name); only that principal may use it.
+  HttpSession(std::string id, std::string principal, EventStream::Limits limits);
   // Starts the Session; its messages route through this object (weakly held).
   void start(ServerContext& server);
 
   const std::string& id() const { return id_; }
+  const std::string& principal() const { return principal_; }
   // The first characters of the id, enough to tell sessions apart in a log, too few to use.
   std::string log_name() const { return id_.substr(0, 8); }
   // The Session, or nullptr once the HTTP session was closed and its Session handed off.
@@ -69,6 +71,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
  private:
   std::string id_;
+  std::string principal_;
   EventStream::Limits limits_;
   std::shared_ptr<Session> session_;
 

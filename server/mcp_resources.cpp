@@ -14,6 +14,7 @@
 #include "protocol/mcp_params.h"
 #include "server/methods.h"
 #include "server/mime_types.h"
+#include "server/session_state.h"
 #include "server/tools_traces.h"
 #include "server/workspace_opening.h"
 #include "workspace/file_list.h"
@@ -43,7 +44,7 @@ std::expected<json, RpcError> trace_resource(MethodEnv& env, const std::string& 
   if (!env.server.traces)
     return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: this server keeps no traces",
                                     json{{"uri", uri}}});
-  auto doc = trace_document(*env.server.traces, uri.substr(kTracePrefix.size()), 4096);
+  auto doc = trace_document(*env.server.traces, uri.substr(kTracePrefix.size()), 4096, env.state.principal());
   if (!doc) return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + doc.error().message,
                                             json{{"uri", uri}}});
   return *doc;
@@ -122,6 +123,7 @@ MethodResult resources_list(MethodEnv& env, const json& params) {
     q.workspace_id = ws->id;
     q.roots_only = true;
     q.limit = kListedTraces;
+    q.who = traces_of(env.state.principal());
     if (auto page = env.server.traces->list(q)) {
       for (const auto& t : page->records)
         resources.push_back({{"uri", std::string(kTracePrefix) + t.id},

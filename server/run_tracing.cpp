@@ -95,6 +95,7 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   s.parent_id = info.parent_id;
   s.name = info.name;
   s.client = info.client;
+  s.principal = info.principal;
   s.command = manager_ ? manager_->redact(req.display_command) : req.display_command;
   s.cwd = req.cwd;
   s.policy = info.policy;

@@ -23,6 +23,7 @@ struct ExecTraceInfo {
   std::optional<std::string> parent_id;  // a verify step's verify
   std::string name;                      // check name of a verify step
   nlohmann::json client = nullptr;       // {name, version}
+  std::string principal;                 // whom it ran for (TOOLS.md, principals)
   nlohmann::json policy = nullptr;       // from policy_json()
 };
 

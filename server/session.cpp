@@ -1,6 +1,7 @@
 // The MCP session: lifecycle, dispatch, exactly-one-reply bookkeeping, cancellation, progress,
 // logging and server-to-client requests. Tool and resource logic lives in the mcp_*.cpp files.
 #include "server/session.h"
+#include "server/principal.h"
 #include "server/trace_hub.h"
 
 #include <atomic>
@@ -48,8 +49,8 @@ std::string id_key(const json& id) { return id.dump(); }
 }  // namespace
 
 struct Session::Impl : std::enable_shared_from_this<Impl> {
-  Impl(ServerContext& s, std::shared_ptr<Outbound> o)
-      : server(s), out(std::move(o)), state(s.store) {}
+  Impl(ServerContext& s, std::shared_ptr<Outbound> o, std::string principal)
+      : server(s), out(std::move(o)), state(s.store, principal.empty() ? local_principal() : std::move(principal)) {}
 
   ServerContext& server;
   std::shared_ptr<Outbound> out;
@@ -357,8 +358,8 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
   }
 };
 
-Session::Session(ServerContext& server, std::shared_ptr<Outbound> out)
-    : impl_(std::make_shared<Impl>(server, std::move(out))) {
+Session::Session(ServerContext& server, std::shared_ptr<Outbound> out, std::string principal)
+    : impl_(std::make_shared<Impl>(server, std::move(out), std::move(principal))) {
   std::weak_ptr<Impl> weak = impl_;
   if (server.options.forward_process_logs) {
     impl_->log_sink_id = add_client_log_sink([weak](std::string_view level, std::string_view text) {

@@ -58,7 +58,9 @@ struct ServerContext {
 
 class Session {
  public:
-  Session(ServerContext& server, std::shared_ptr<Outbound> out);
+  // `principal`: whom the session acts for (TOOLS.md, principals); empty means the local user, as
+  // over stdio.
+  Session(ServerContext& server, std::shared_ptr<Outbound> out, std::string principal = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

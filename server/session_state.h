@@ -29,9 +29,12 @@ struct ClientInfo {
 
 class SessionState {
  public:
-  explicit SessionState(workspace::StateStore& store) : store_(store) {}
+  SessionState(workspace::StateStore& store, std::string principal) : store_(store), principal_(std::move(principal)) {}
 
   workspace::StateStore& store() { return store_; }
+  // Whom this session acts for: its sandboxes, runs and traces are this principal's, and it sees
+  // no other principal's.
+  const std::string& principal() const { return principal_; }
 
   // The workspace a workspace-scoped tool works on: arguments["workspace"] (an id or a name)
   // when given, else the session's current one. None open and none given: a tool error telling
@@ -55,6 +58,7 @@ class SessionState {
 
  private:
   workspace::StateStore& store_;
+  const std::string principal_;
   mutable std::mutex mu_;
   std::condition_variable selection_cv_;
   int pending_selections_ = 0;

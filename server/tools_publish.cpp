@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "server/principal.h"
 #include "server/run_tracing.h"
 #include "server/kiln_config.h"
 #include "server/workspace_opening.h"
@@ -12,6 +13,7 @@
 #include "server/session_state.h"
 #include "server/tool_registry.h"
 #include "server/tools_sandbox_common.h"
+#include "server/tools_traces.h"
 #include "workspace/root.h"
 
 namespace kiln::server {
@@ -83,18 +85,38 @@ ServeBase serve_base(const std::string& state_dir, bool start) {
   return {"", "no kiln serve is running for this state directory; publish (or `kiln serve`) starts one"};
 }
 
+namespace {
+
+// An artifact is the principal's who published its first version (that publish's trace says
+// who); one from before principals were recorded is the local user's.
+bool artifact_owned_by(traces::TraceStore& traces, const art::ArtifactInfo& a, const std::string& principal) {
+  if (a.versions.empty() || a.versions.front().trace_id.empty()) return principal == local_principal();
+  auto rec = traces.get(a.versions.front().trace_id);
+  if (!rec || !*rec) return principal == local_principal();
+  return trace_visible_to(**rec, principal);
+}
+
+}  // namespace
+
 Result<TracedPublish> publish_traced(traces::TraceStore& traces, art::ArtifactStore& store, art::PublishRequest req,
-                                     const json& client) {
+                                     const json& client, const std::string& principal) {
   if (!req.root) return fail(Errc::internal, "publish without a workspace");
   std::string name = req.name;
   if (name.empty()) {
     auto rel = req.root->relative(req.path);
     name = art::default_artifact_name(rel ? *rel : req.path, req.root->path());
   }
+  // A new version of someone else's artifact would replace what their link serves.
+  if (auto existing = store.get(name); existing && *existing && !artifact_owned_by(traces, **existing, principal)) {
+    return fail(Errc::conflict, fmt::format("the name {} is taken by another principal's artifact: publish under "
+                                            "another name",
+                                            name));
+  }
   traces::TraceStart ts;
   ts.kind = "publish";
   ts.workspace_id = req.workspace_id;
   ts.client = client;
+  ts.principal = principal;
   ts.command = fmt::format("publish {} as {}", req.path, name);
   ts.cwd = req.root->path();
   ts.policy = {{"share", req.share ? json(art::to_string(*req.share)) : json(nullptr)},
@@ -226,7 +248,7 @@ Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactSto
   if (args.contains("expires_in_s")) req.expires_in_s = args["expires_in_s"].get<std::int64_t>();
   if (args.contains("invite_expires_in_s")) req.invite_expires_in_s = args["invite_expires_in_s"].get<std::int64_t>();
   if (auto d = apply_publish_defaults(store, req); !d) return std::unexpected(d.error());
-  auto p = publish_traced(tracer.store(), store, std::move(req), client_json(ctx));
+  auto p = publish_traced(tracer.store(), store, std::move(req), client_json(ctx), ctx.session->principal());
   if (!p) return std::unexpected(p.error());
   tracer.changed(p->trace_id);
   ServeBase base = serve_base(store.dir(), true);
@@ -270,13 +292,15 @@ Result<ToolOutput> publish_list(CallContext& ctx, art::ArtifactStore& store, con
 // publish_share and unpublish name an artifact, and artifact names are global to the state
 // directory: an agent may only change artifacts published from the workspace it works in (the
 // user's `kiln artifacts` on the command line can change any).
-Result<void> owned_by_session_workspace(CallContext& ctx, art::ArtifactStore& store, const json& args,
+// Another principal's artifact is answered as a missing one.
+Result<void> owned_by_session_workspace(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args,
                                         const std::string& name) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   auto a = store.get(name);
   if (!a) return std::unexpected(a.error());
-  if (!*a) return fail(Errc::not_found, fmt::format("no artifact named {} (publish_list shows this workspace's)", name));
+  if (!*a || !artifact_owned_by(tracer.store(), **a, ctx.session->principal()))
+    return fail(Errc::not_found, fmt::format("no artifact named {} (publish_list shows this workspace's)", name));
   if ((*a)->workspace_id != (*ws)->id) {
     return fail(Errc::conflict,
                 fmt::format("artifact {} was published from another workspace, not from {}: open that workspace "
@@ -286,7 +310,7 @@ Result<void> owned_by_session_workspace(CallContext& ctx, art::ArtifactStore& st
   return {};
 }
 
-Result<ToolOutput> publish_share(CallContext& ctx, art::ArtifactStore& store, const json& args) {
+Result<ToolOutput> publish_share(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
   art::ShareRequest req;
   req.name = args.value("artifact", "");
   req.share = share_arg(args);
@@ -295,7 +319,7 @@ Result<ToolOutput> publish_share(CallContext& ctx, art::ArtifactStore& store, co
   req.revoke = strings(args, "revoke");
   if (args.contains("expires_in_s")) req.expires_in_s = args["expires_in_s"].get<std::int64_t>();
   if (args.contains("invite_expires_in_s")) req.invite_expires_in_s = args["invite_expires_in_s"].get<std::int64_t>();
-  if (auto own = owned_by_session_workspace(ctx, store, args, req.name); !own) return std::unexpected(own.error());
+  if (auto own = owned_by_session_workspace(ctx, tracer, store, args, req.name); !own) return std::unexpected(own.error());
   auto r = store.share(req);
   if (!r) return std::unexpected(r.error());
   // New links must work when handed out; otherwise there is nothing to start a server for.
@@ -320,9 +344,9 @@ Result<ToolOutput> publish_share(CallContext& ctx, art::ArtifactStore& store, co
   return ToolOutput{std::move(out), std::move(text)};
 }
 
-Result<ToolOutput> unpublish(CallContext& ctx, art::ArtifactStore& store, const json& args) {
+Result<ToolOutput> unpublish(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
   std::string name = args.value("artifact", "");
-  if (auto own = owned_by_session_workspace(ctx, store, args, name); !own) return std::unexpected(own.error());
+  if (auto own = owned_by_session_workspace(ctx, tracer, store, args, name); !own) return std::unexpected(own.error());
   std::optional<int> version;
   if (args.contains("version")) version = args["version"].get<int>();
   auto r = store.unpublish(name, version);
@@ -339,8 +363,10 @@ Result<ToolOutput> unpublish(CallContext& ctx, art::ArtifactStore& store, const 
 void register_publish_tools(ToolRegistry& registry, RunTracer& tracer, art::ArtifactStore& store) {
   registry.add("publish", [&tracer, &store](CallContext& ctx, const json& args) { return publish(ctx, tracer, store, args); });
   registry.add("publish_list", [&store](CallContext& ctx, const json& args) { return publish_list(ctx, store, args); });
-  registry.add("publish_share", [&store](CallContext& ctx, const json& args) { return publish_share(ctx, store, args); });
-  registry.add("unpublish", [&store](CallContext& ctx, const json& args) { return unpublish(ctx, store, args); });
+  registry.add("publish_share",
+               [&tracer, &store](CallContext& ctx, const json& args) { return publish_share(ctx, tracer, store, args); });
+  registry.add("unpublish",
+               [&tracer, &store](CallContext& ctx, const json& args) { return unpublish(ctx, tracer, store, args); });
 }
 
 }  // namespace kiln::server

@@ -43,8 +43,10 @@ struct TracedPublish {
 // Publishes `req` (its trace_id is set here) under a trace of kind "publish": command
 // "publish PATH as NAME", status pass or error, result {artifact, version, files, bytes,
 // new_blobs, share}. The trace id comes back with the error too, in the message.
+// `principal`: whom the publish is for, recorded in its trace.
 Result<TracedPublish> publish_traced(traces::TraceStore& traces, artifacts::ArtifactStore& store,
-                                     artifacts::PublishRequest req, const nlohmann::json& client);
+                                     artifacts::PublishRequest req, const nlohmann::json& client,
+                                     const std::string& principal);
 
 // Fills what the call left out from kiln.json's "publish" section: the path (`kiln publish` with
 // no PATH; the tool requires one), the name, and the share mode of a new artifact (a later

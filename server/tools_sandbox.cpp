@@ -48,6 +48,7 @@ Result<sbx::SandboxPolicy> policy_for(CallContext& ctx, sbx::SandboxManager& m, 
   in.workspace_id = ws.id;
   auto p = sbx::make_policy(in);
   if (!p) return std::unexpected(p.error());
+  p->owner = ctx.session->principal();  // the sandbox is its principal's alone
   if (auto ok = m.finalize_policy(*p); !ok) return std::unexpected(ok.error());
   return p;
 }
@@ -146,7 +147,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
                                 "sandbox_id to run in a fresh sandbox with it",
                                 k));
     }
-    auto p = m.policy_of(sandbox_id);
+    auto p = m.policy_of(ctx.session->principal(), sandbox_id);
     if (!p)
       return fail(Errc::not_found, fmt::format("no live sandbox '{}': create one with sandbox_create (idle sandboxes "
                                                "are reaped), or omit sandbox_id to run in a fresh sandbox",
@@ -161,6 +162,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
     fresh = std::move(*p);
   }
   sbx::ExecRequest req;
+  req.owner = ctx.session->principal();
   const json& cmd = args.at("command");
   if (cmd.is_string()) {
     req.argv = {"/bin/sh", "-c", cmd.get<std::string>()};
@@ -192,9 +194,10 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
   std::string trace_id;
   if (tracer) {
     ExecTraceInfo info;
-    auto policy = fresh ? std::optional<sbx::SandboxPolicy>(*fresh) : m.policy_of(sandbox_id);
+    auto policy = fresh ? std::optional<sbx::SandboxPolicy>(*fresh) : m.policy_of(req.owner, sandbox_id);
     info.workspace_id = policy ? policy->workspace_id : std::string();
     info.client = client_json(ctx);
+    info.principal = req.owner;
     if (policy) info.policy = policy_json(*policy);
     if (info.policy.is_object())
       for (const auto& [k, v] : req.env) info.policy["env_names"].push_back(k);  // per-exec env too
@@ -299,13 +302,13 @@ Result<ToolOutput> sandbox_list(CallContext& ctx, sbx::SandboxManager& m, const 
     if (!ws) return std::unexpected(ws.error());
     ws_id = (*ws)->id;
   }
-  json list = m.list(ws_id);
+  json list = m.list(ctx.session->principal(), ws_id);
   std::size_t n = list.size();
   return ToolOutput{json{{"sandboxes", std::move(list)}}, fmt::format("{} live sandbox{}", n, n == 1 ? "" : "es")};
 }
 
-Result<ToolOutput> sandbox_destroy(CallContext&, sbx::SandboxManager& m, const json& args) {
-  auto r = m.destroy(args.value("sandbox_id", ""));
+Result<ToolOutput> sandbox_destroy(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
+  auto r = m.destroy(ctx.session->principal(), args.value("sandbox_id", ""));
   if (!r) return std::unexpected(r.error());
   json cleanup = {{"processes_killed", r->processes_killed},
                   {"namespaces_gone", r->namespaces_gone},

@@ -15,6 +15,7 @@
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
+#include "server/principal.h"
 #include "server/run_tracing.h"
 #include "server/tools.h"
 #include "server/workspace_opening.h"
@@ -153,6 +154,7 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   in.workspace_root = root->path();
   in.workspace_id = ws_rec->id;
   auto policy = sbx::make_policy(in);
+  if (policy) policy->owner = local_principal();  // the CLI acts as the local user
   if (policy) {
     if (auto ok = m.finalize_policy(*policy); !ok) policy = std::unexpected(ok.error());
   }
@@ -165,6 +167,7 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   if (!policy->requested.output_bytes) policy->limits.output_bytes = ~0ull >> 1;
 
   sbx::ExecRequest req;
+  req.owner = local_principal();
   req.argv = o.command;
   req.display_command = fmt::format("{}", fmt::join(o.command, " "));
   fs::path cwd = fs::current_path(ec);
@@ -175,6 +178,7 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   ExecTraceInfo info;
   info.workspace_id = ws_rec->id;
   info.client = json{{"name", "kiln run"}, {"version", KILN_VERSION}};
+  info.principal = local_principal();
   info.policy = policy_json(*policy);
   auto trace_id = tracer.attach(req, info);
   if (!trace_id) {

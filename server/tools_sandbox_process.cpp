@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sandbox/manager.h"
+#include "server/session_state.h"
 #include "server/tools.h"
 #include "server/tools_sandbox_common.h"
 
@@ -17,7 +18,7 @@ Result<ToolOutput> process_output(CallContext& ctx, sbx::SandboxManager& m, cons
   std::string run_id = args.value("run_id", "");
   std::string stream = args.value("stream", "both");
   sbx::Stream s = stream == "stdout" ? sbx::Stream::stdout_ : stream == "stderr" ? sbx::Stream::stderr_ : sbx::Stream::both;
-  auto page = m.output(run_id, s, args.value("offset", std::uint64_t{0}), args.value("limit", std::size_t{65536}),
+  auto page = m.output(ctx.session->principal(), run_id, s, args.value("offset", std::uint64_t{0}), args.value("limit", std::size_t{65536}),
                        args.value("wait_ms", 0), ctx.stop);
   if (!page) return std::unexpected(page.error());
   json out = {{"run_id", run_id},
@@ -37,26 +38,26 @@ Result<ToolOutput> process_output(CallContext& ctx, sbx::SandboxManager& m, cons
   return ToolOutput{std::move(out), std::move(summary)};
 }
 
-Result<ToolOutput> process_input(CallContext&, sbx::SandboxManager& m, const json& args) {
+Result<ToolOutput> process_input(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
   std::string run_id = args.value("run_id", "");
   bool close = args.value("close", false);
-  auto n = m.input(run_id, args.value("data", ""), close);
+  auto n = m.input(ctx.session->principal(), run_id, args.value("data", ""), close);
   if (!n) return std::unexpected(n.error());
   return ToolOutput{json{{"run_id", run_id}, {"written", *n}, {"closed", close}},
                     fmt::format("Wrote {} bytes to {}{}", *n, run_id, close ? " and closed its stdin" : "")};
 }
 
-Result<ToolOutput> process_kill(CallContext&, sbx::SandboxManager& m, const json& args) {
+Result<ToolOutput> process_kill(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
   std::string run_id = args.value("run_id", "");
   std::string name = args.value("signal", "KILL");
   int sig = sbx::parse_signal(name);
   if (!sig) return fail(Errc::invalid_argument, fmt::format("unknown signal '{}': use KILL, TERM, INT, HUP, QUIT, USR1, USR2 or a number", name));
-  auto r = m.kill(run_id, sig);
+  auto r = m.kill(ctx.session->principal(), run_id, sig);
   if (!r) return std::unexpected(r.error());
   json out = {{"run_id", run_id}, {"running", !r->has_value()},
               {"stop_reason", r->has_value() ? sbx::to_string(**r) : "running"}};
   if (r->has_value()) {
-    auto page = m.output(run_id, sbx::Stream::stdout_, 0, 1, 0);
+    auto page = m.output(ctx.session->principal(), run_id, sbx::Stream::stdout_, 0, 1, 0);
     out["exit_code"] = page && page->exit_code ? json(*page->exit_code) : json(nullptr);
   }
   return ToolOutput{std::move(out), r->has_value() ? fmt::format("{} stopped: {}", run_id, sbx::to_string(**r))

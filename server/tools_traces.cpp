@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sandbox/output_spool.h"
+#include "server/principal.h"
 #include "server/run_tracing.h"
 #include "server/session_state.h"
 #include "server/tool_registry.h"
@@ -34,14 +35,27 @@ json trace_summary(const traces::TraceRecord& r) {
   return j;
 }
 
-Result<json> trace_document(traces::TraceStore& store, const std::string& id, std::size_t tail_bytes) {
+bool trace_visible_to(const traces::TraceRecord& r, const std::string& principal) {
+  return r.principal.empty() ? principal == local_principal() : r.principal == principal;
+}
+
+traces::PrincipalFilter traces_of(const std::string& principal) {
+  return traces::PrincipalFilter{principal, principal == local_principal()};
+}
+
+Error no_such_trace(const std::string& id) {
+  return Error{Errc::not_found, fmt::format("no trace '{}': use a trace_id from sandbox_exec, verify or trace_list", id)};
+}
+
+Result<json> trace_document(traces::TraceStore& store, const std::string& id, std::size_t tail_bytes,
+                            const std::string& principal) {
   auto rec = store.get(id);
   if (!rec) return std::unexpected(rec.error());
-  if (!*rec)
-    return fail(Errc::not_found, fmt::format("no trace '{}': use a trace_id from sandbox_exec, verify or trace_list", id));
+  if (!*rec || !trace_visible_to(**rec, principal)) return std::unexpected(no_such_trace(id));
   json out = {{"trace", traces::to_json(**rec)}, {"uri", trace_uri(id)}};
   if ((*rec)->kind == "verify") {
     traces::TraceQuery q;
+    q.who = traces_of(principal);
     q.parent_id = id;
     q.limit = 500;
     if (auto kids = store.list(q)) {
@@ -86,6 +100,7 @@ Result<ToolOutput> trace_list(CallContext& ctx, RunTracer& tracer, const json& a
   q.roots_only = q.parent_id.empty();
   q.limit = args.value("limit", 50);
   q.cursor = args.value("cursor", "");
+  q.who = traces_of(ctx.session->principal());
   auto page = tracer.store().list(q);
   if (!page) return std::unexpected(page.error());
   json list = json::array();
@@ -99,9 +114,9 @@ Result<ToolOutput> trace_list(CallContext& ctx, RunTracer& tracer, const json& a
                     std::move(summary)};
 }
 
-Result<ToolOutput> trace_get(CallContext&, RunTracer& tracer, const json& args) {
+Result<ToolOutput> trace_get(CallContext& ctx, RunTracer& tracer, const json& args) {
   std::string id = args.value("trace_id", "");
-  auto doc = trace_document(tracer.store(), id, args.value("tail_bytes", std::size_t{4096}));
+  auto doc = trace_document(tracer.store(), id, args.value("tail_bytes", std::size_t{4096}), ctx.session->principal());
   if (!doc) return std::unexpected(doc.error());
   const json& t = (*doc)["trace"];
   std::string summary = fmt::format("{} {} {}: {}", id, t.value("kind", ""), t.value("status", ""), t.value("command", ""));
@@ -109,14 +124,13 @@ Result<ToolOutput> trace_get(CallContext&, RunTracer& tracer, const json& args) 
   return ToolOutput{std::move(*doc), std::move(summary)};
 }
 
-Result<ToolOutput> trace_output(CallContext&, RunTracer& tracer, const json& args) {
+Result<ToolOutput> trace_output(CallContext& ctx, RunTracer& tracer, const json& args) {
   std::string id = args.value("trace_id", "");
   std::string stream = args.value("stream", "stdout");
   std::int64_t offset = args.value("offset", std::int64_t{0});
   auto rec = tracer.store().get(id);
   if (!rec) return std::unexpected(rec.error());
-  if (!*rec)
-    return fail(Errc::not_found, fmt::format("no trace '{}': use a trace_id from sandbox_exec, verify or trace_list", id));
+  if (!*rec || !trace_visible_to(**rec, ctx.session->principal())) return std::unexpected(no_such_trace(id));
   if ((*rec)->kind == "verify")
     return fail(Errc::invalid_argument,
                 fmt::format("trace {} is a verify: its output lives in its steps; list them with trace_get (children)", id));

@@ -23,6 +23,7 @@ Result<ToolOutput> verify(CallContext& ctx, RunTracer& tracer, sandbox::SandboxM
   if (args.contains("checks"))
     for (const auto& c : args["checks"]) req.only.push_back(c.get<std::string>());
   req.client = client_json(ctx);
+  req.principal = ctx.session->principal();
   req.stop = ctx.stop;
   if (ctx.progress_token && ctx.progress)
     req.progress = [&ctx](double done, double total, const std::string& msg) { ctx.progress(done, total, msg); };

@@ -4,9 +4,11 @@
 
 #include "sandbox/manager.h"
 #include "artifacts/artifact_store.h"
+#include "server/session_state.h"
 #include "server/tool_registry.h"
 #include "server/tools_publish.h"
 #include "server/tools.h"
+#include "server/tools_traces.h"
 #include "server/workspace_opening.h"
 #include "traces/trace_store.h"
 #include "workspace/state_store.h"
@@ -87,12 +89,13 @@ sandbox::SandboxManager* g_sandboxes = nullptr;  // set at registration; outlive
 traces::TraceStore* g_traces = nullptr;
 
 // Counts of the workspace's traces by status, and its last verify in brief.
-void add_traces(json& out, const std::string& workspace_id) {
+void add_traces(json& out, const std::string& workspace_id, const std::string& principal) {
   out["traces"] = {{"total", 0}};
   out["last_verify"] = nullptr;
   if (!g_traces) return;
-  if (auto c = g_traces->count(workspace_id)) out["traces"] = traces::to_json(*c);
+  if (auto c = g_traces->count(workspace_id, traces_of(principal))) out["traces"] = traces::to_json(*c);
   traces::TraceQuery q;
+  q.who = traces_of(principal);
   q.workspace_id = workspace_id;
   q.kind = "verify";
   q.limit = 1;
@@ -130,9 +133,9 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
   auto cur = ctx.session->current();
   json out = {{"id", (*ws)->id}, {"name", (*ws)->name}, {"root", (*ws)->root->path()},
               {"is_current", cur && cur->id == (*ws)->id},
-              {"sandboxes", g_sandboxes ? g_sandboxes->list((*ws)->id) : json::array()},
+              {"sandboxes", g_sandboxes ? g_sandboxes->list(ctx.session->principal(), (*ws)->id) : json::array()},
               {"artifacts", artifacts_of((*ws)->id)}};
-  add_traces(out, (*ws)->id);
+  add_traces(out, (*ws)->id, ctx.session->principal());
   if (*rec) {
     out["created_at"] = (*rec)->created_at;
     out["last_opened_at"] = (*rec)->last_opened_at;

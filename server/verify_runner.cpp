@@ -120,6 +120,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   in.workspace_id = target.workspace_id;
   auto policy = sbx::make_policy(in);
   if (!policy) return std::unexpected(policy.error());
+  policy->owner = request.principal;
   if (auto ok = m.finalize_policy(*policy); !ok) return std::unexpected(ok.error());
   const json policy_j = policy_json(*policy);
 
@@ -129,6 +130,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   vs.kind = "verify";
   vs.workspace_id = target.workspace_id;
   vs.client = request.client;
+  vs.principal = request.principal;
   vs.command = "verify: " + names;
   vs.cwd = root.path();
   vs.policy = policy_j;
@@ -167,6 +169,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
     progress(double(i) + 0.5, fmt::format("check {} ({}/{}): {}", c.name, i + 1, checks.size(), c.display));
 
     sbx::ExecRequest req;
+    req.owner = request.principal;
     req.argv = c.argv;
     req.display_command = c.display;
     req.cwd = c.cwd.empty() ? root.path() : (std::filesystem::path(root.path()) / c.cwd).lexically_normal().string();
@@ -183,6 +186,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
     ti.parent_id = verify_id;
     ti.name = c.name;
     ti.client = request.client;
+    ti.principal = request.principal;
     ti.policy = policy_j;
     for (const auto& [k, v] : c.env) ti.policy["env_names"].push_back(k);
     auto child_id = tracer.attach(req, ti);
@@ -258,7 +262,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
 
   json cleanup = nullptr;
   if (info) {
-    if (auto cr = m.destroy(info->sandbox_id)) {
+    if (auto cr = m.destroy(request.principal, info->sandbox_id)) {
       cleanup = {{"processes_killed", cr->processes_killed}, {"namespaces_gone", cr->namespaces_gone},
                  {"cgroups_removed", cr->cgroups_removed},   {"temp_dirs_removed", cr->temp_dirs_removed},
                  {"leftovers", cr->leftovers}};

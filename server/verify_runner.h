@@ -29,6 +29,7 @@ struct VerifyTarget {
 struct VerifyRequest {
   std::vector<std::string> only;   // check names; empty: all
   nlohmann::json client = nullptr;  // {name, version} for the traces
+  std::string principal;            // whom it runs for: owner of its sandbox, recorded in its traces
   std::stop_token stop;
   // Called before and after each check: done out of total, and a line for people.
   std::function<void(double done, double total, const std::string& message)> progress;

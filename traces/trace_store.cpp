@@ -67,7 +67,8 @@ void Stmt::bind_json(int i, const nlohmann::json& j) {
 
 constexpr const char* kColumns =
     "SELECT id, kind, workspace_id, parent_id, name, client, command, cwd, policy, status, started_at, ended_at,"
-    " duration_ms, exit_code, signal, stop_reason, resources, output, cleanup, tests, result, error FROM traces ";
+    " duration_ms, exit_code, signal, stop_reason, resources, output, cleanup, tests, result, error,"
+    " COALESCE(principal, '') FROM traces ";
 
 TraceRecord row_to_record(const Stmt& s) {
   TraceRecord r;
@@ -93,6 +94,7 @@ TraceRecord row_to_record(const Stmt& s) {
   r.tests = s.json(19);
   r.result = s.json(20);
   r.error = s.text(21);
+  r.principal = s.text(22);
   return r;
 }
 
@@ -181,10 +183,21 @@ Result<void> TraceStore::migrate() {
     Stmt ver(db_, "PRAGMA user_version");
     return ver.ok() && ver.step() == SQLITE_ROW ? ver.int64(0) : 0;
   };
-  if (version() >= 1) return {};
+  constexpr int kCurrent = 2;
+  if (version() >= kCurrent) return {};
   std::lock_guard lock(mu_);
   if (auto r = exec("BEGIN IMMEDIATE;"); !r) return r;
-  if (version() >= 1) return exec("COMMIT;");  // another process migrated while we waited
+  const auto found = version();
+  if (found >= kCurrent) return exec("COMMIT;");  // another process migrated while we waited
+  // Version 2: the principal a run was for. Older rows keep NULL: they were all the local user's.
+  if (found == 1) {
+    auto r = exec("ALTER TABLE traces ADD COLUMN principal TEXT; PRAGMA user_version = 2;");
+    if (!r) {
+      (void)exec("ROLLBACK;");
+      return r;
+    }
+    return exec("COMMIT;");
+  }
   auto r = exec(
       "CREATE TABLE IF NOT EXISTS traces ("
       "  id TEXT PRIMARY KEY, kind TEXT NOT NULL, workspace_id TEXT NOT NULL, parent_id TEXT,"
@@ -193,12 +206,12 @@ Result<void> TraceStore::migrate() {
       "  ended_at TEXT, duration_ms INTEGER, exit_code INTEGER, signal INTEGER,"
       "  stop_reason TEXT NOT NULL DEFAULT '', resources TEXT, output TEXT, cleanup TEXT, tests TEXT,"
       "  result TEXT, error TEXT NOT NULL DEFAULT '',"
-      "  owner_pid INTEGER, owner_start INTEGER, owner_boot TEXT, owner_pidns TEXT);"
+      "  owner_pid INTEGER, owner_start INTEGER, owner_boot TEXT, owner_pidns TEXT, principal TEXT);"
       "CREATE INDEX IF NOT EXISTS traces_by_time ON traces(started_at, id);"
       "CREATE INDEX IF NOT EXISTS traces_by_workspace ON traces(workspace_id, started_at, id);"
       "CREATE INDEX IF NOT EXISTS traces_by_parent ON traces(parent_id);"
       "CREATE INDEX IF NOT EXISTS traces_running ON traces(status) WHERE status = 'running';"
-      "PRAGMA user_version = 1;");
+      "PRAGMA user_version = 2;");
   if (!r) {
     (void)exec("ROLLBACK;");
     return r;
@@ -239,6 +252,7 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   r.parent_id = s.parent_id;
   r.name = clean(s.name);
   r.client = clean_json(s.client);
+  r.principal = clean(s.principal);
   r.command = clean(s.command);
   r.cwd = clean(s.cwd);
   r.policy = clean_json(s.policy);
@@ -255,8 +269,8 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
     r.id = detail::random_trace_id();
     Stmt ins(db_,
              "INSERT INTO traces(id, kind, workspace_id, parent_id, name, client, command, cwd, policy, status,"
-             " started_at, result, owner_pid, owner_start, owner_boot, owner_pidns)"
-             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11, ?12, ?13, ?14, ?15)");
+             " started_at, result, owner_pid, owner_start, owner_boot, owner_pidns, principal)"
+             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
     if (!ins.ok()) return std::unexpected(db_error(db_, "insert"));
     ins.bind(1, r.id);
     ins.bind(2, r.kind);
@@ -273,6 +287,7 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
     ins.bind(13, self.start_time);
     ins.bind(14, self.boot_id);
     ins.bind(15, self.pid_ns);
+    if (r.principal.empty()) ins.bind_null(16); else ins.bind(16, r.principal);  // NULL: the local user's, as before
     int rc = ins.step();
     if (rc == SQLITE_DONE) return r;
     if (rc != SQLITE_CONSTRAINT || attempt == 3) return std::unexpected(db_error(db_, "insert"));
@@ -396,8 +411,9 @@ Result<TracePage> TraceStore::list(const TraceQuery& q) {
     since = detail::format_iso8601_ms(*ms);
   }
   // A cursor is bound to its filters: continuing one under other filters would skip records silently.
-  uint32_t filters = detail::fnv1a(fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", q.workspace_id, q.kind,
-                                               q.status, q.parent_id, q.roots_only, since));
+  uint32_t filters = detail::fnv1a(fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", q.workspace_id, q.kind,
+                                               q.status, q.parent_id, q.roots_only, since, q.who.principal,
+                                               q.who.include_unrecorded));
   std::optional<detail::Cursor> cursor;
   if (!q.cursor.empty()) {
     cursor = detail::decode_cursor(q.cursor);
@@ -421,6 +437,11 @@ Result<TracePage> TraceStore::list(const TraceQuery& q) {
   filter(q.status, "status =");
   filter(q.parent_id, "parent_id =");
   filter(since, "started_at >=");
+  if (!q.who.principal.empty()) {
+    args.push_back(q.who.principal);
+    sql += q.who.include_unrecorded ? fmt::format(" AND (principal = ?{} OR principal IS NULL)", args.size())
+                                    : fmt::format(" AND principal = ?{}", args.size());
+  }
   if (q.roots_only) sql += " AND parent_id IS NULL";
   if (cursor) {
     // Keyset paging: records added after the first page sort before the cursor and never shift it.
@@ -445,12 +466,14 @@ Result<TracePage> TraceStore::list(const TraceQuery& q) {
   return page;
 }
 
-Result<TraceCounts> TraceStore::count(const std::string& workspace_id) {
+Result<TraceCounts> TraceStore::count(const std::string& workspace_id, const PrincipalFilter& who) {
   std::lock_guard lock(mu_);
   Stmt sel(db_, "SELECT status, COUNT(*) FROM traces WHERE parent_id IS NULL AND (?1 = '' OR workspace_id = ?1)"
-                " GROUP BY status");
+                " AND (?2 = '' OR principal = ?2 OR (?3 AND principal IS NULL)) GROUP BY status");
   if (!sel.ok()) return std::unexpected(db_error(db_, "count"));
   sel.bind(1, workspace_id);
+  sel.bind(2, who.principal);
+  sel.bind(3, int64_t(who.include_unrecorded ? 1 : 0));
   TraceCounts c;
   int rc;
   while ((rc = sel.step()) == SQLITE_ROW) {
@@ -515,6 +538,7 @@ nlohmann::json to_json(const TraceRecord& r) {
               {"parent_id", opt(r.parent_id)},
               {"name", r.name},
               {"client", r.client},
+              {"principal", r.principal.empty() ? json(nullptr) : json(r.principal)},
               {"command", r.command},
               {"cwd", r.cwd},
               {"policy", r.policy},

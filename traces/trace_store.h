@@ -29,6 +29,7 @@ struct TraceRecord {
   std::optional<std::string> parent_id;  // a verify step's verify
   std::string name;                      // check name of a verify step, else ""
   nlohmann::json client;                 // {name, version} from initialize
+  std::string principal;                 // whom the run was for (TOOLS.md); "" in records made before
   std::string command;
   std::string cwd;
   nlohmann::json policy;                 // network, limits, isolation report, env names, secret names
@@ -53,11 +54,19 @@ struct TraceStart {
   std::optional<std::string> parent_id;
   std::string name;
   nlohmann::json client;
+  std::string principal;
   std::string command;
   std::string cwd;
   nlohmann::json policy;
   nlohmann::json result;
   std::string started_at;  // empty: now
+};
+
+// Which principal's records a listing or a count may see. Records made before principals were
+// recorded have none; they are the local user's, so whoever reads as the local user says so.
+struct PrincipalFilter {
+  std::string principal;            // empty: every principal's (only for tests)
+  bool include_unrecorded = false;  // also records without a principal
 };
 
 struct TraceFinish {
@@ -83,6 +92,7 @@ struct TraceQuery {
   std::string parent_id;
   bool roots_only = false;   // leave out verify steps
   std::string since;         // ISO 8601; records started at or after it
+  PrincipalFilter who;
   int limit = 50;            // clamped to 1..500
   std::string cursor;        // next_cursor of the previous page
 };
@@ -154,7 +164,7 @@ class TraceStore {
   Result<void> set_cleanup(const std::string& id, const nlohmann::json& cleanup);
   Result<std::optional<TraceRecord>> get(const std::string& id);
   Result<TracePage> list(const TraceQuery& q);
-  Result<TraceCounts> count(const std::string& workspace_id);  // empty: every workspace
+  Result<TraceCounts> count(const std::string& workspace_id, const PrincipalFilter& who);  // workspace empty: every one
   // Running records whose process (pid + start time + boot id) is gone become "interrupted".
   Result<int> mark_orphans_interrupted();
 

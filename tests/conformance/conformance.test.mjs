@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { kilnBin } from '../lib/kiln.mjs';
 import {
-  hasStdioMode, judge, listScenarios, readExpectedFailures, runScenario, startKiln, unavailable,
+  hasStdioMode, judge, listScenarios, readExpectedFailures, runScenario, startKilnForSuite, unavailable,
 } from './run.mjs';
 
 const why = unavailable();
@@ -24,7 +24,7 @@ describe('MCP conformance suite (server scenarios, Streamable HTTP)', () => {
   before(async () => {
     if (why) return;
     outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-conformance-out-'));
-    kiln = await startKiln(kilnBin());
+    kiln = await startKilnForSuite(kilnBin());
   });
 
   after(async () => {

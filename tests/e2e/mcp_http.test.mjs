@@ -2,20 +2,21 @@
 // (raw fetch and node:http, so each header is exactly what the test says), the official SDK client
 // on the same endpoint, two concurrent sessions that see nothing of each other, dropped SSE
 // streams (a request's and the GET stream) resumed with Last-Event-ID without losing a message,
-// session end and expiry, and the bearer token that a non-loopback bind requires.
+// session end and expiry, and the bearer token every bind requires (its own, or --token-file's).
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { rawExchange, request, statusesOf } from '../lib/http.mjs';
-import { sleep, structured, tempDir } from '../lib/kiln.mjs';
+import { kilnBin, sleep, structured, tempDir } from '../lib/kiln.mjs';
 import {
   ACCEPT_BOTH, PROTOCOL, SseReader, httpClient, initializeBody, mcpFetch, rawSession, serveRefusal, startServe,
 } from '../lib/mcp_http.mjs';
 
 const servers = [];
-let srv;  // the default loopback server, no token
+let srv;  // the default loopback server, with the state directory's own token
 let ws;
 
 async function serve(opts) {
@@ -188,7 +189,7 @@ describe('POST', () => {
 describe('Host and Origin (DNS rebinding)', () => {
   const port = () => new URL(srv.base).port;
   const raw = (headers) => request(srv.base, '/mcp', {
-    method: 'POST', headers: { 'content-type': 'application/json', accept: ACCEPT_BOTH, ...headers },
+    method: 'POST', headers: { 'content-type': 'application/json', accept: ACCEPT_BOTH, ...srv.auth, ...headers },
     body: JSON.stringify(initializeBody()),
   });
 
@@ -219,7 +220,7 @@ describe('Host and Origin (DNS rebinding)', () => {
 
   test('the rules hold for GET and DELETE too', async () => {
     const { session } = await rawSession(srv.url);
-    const headers = { 'mcp-session-id': session, 'mcp-protocol-version': PROTOCOL, accept: 'text/event-stream' };
+    const headers = { 'mcp-session-id': session, 'mcp-protocol-version': PROTOCOL, accept: 'text/event-stream', ...srv.auth };
     const g = await request(srv.base, '/mcp', { method: 'GET', headers: { ...headers, origin: 'http://evil.example.com' } });
     assert.equal(g.status, 403);
     const d = await request(srv.base, '/mcp', { method: 'DELETE', headers: { ...headers, host: 'evil.example.com' } });
@@ -288,8 +289,9 @@ describe('GET and DELETE', () => {
       assert.equal(r.headers.get('access-control-allow-origin'), null);
     }
     // HEAD on a kept-alive connection: a body would be read as the next response.
-    const raw = await rawExchange(srv.base, `HEAD /mcp HTTP/1.1\r\nHost: 127.0.0.1:${new URL(srv.base).port}\r\n\r\n`
-      + `HEAD /mcp HTTP/1.1\r\nHost: 127.0.0.1:${new URL(srv.base).port}\r\nConnection: close\r\n\r\n`);
+    const bearer = `Authorization: Bearer ${srv.token}\r\n`;
+    const raw = await rawExchange(srv.base, `HEAD /mcp HTTP/1.1\r\nHost: 127.0.0.1:${new URL(srv.base).port}\r\n${bearer}\r\n`
+      + `HEAD /mcp HTTP/1.1\r\nHost: 127.0.0.1:${new URL(srv.base).port}\r\n${bearer}Connection: close\r\n\r\n`);
     assert.deepEqual(statusesOf(raw), [405, 405]);
   });
 
@@ -522,7 +524,7 @@ describe('bearer token', () => {
   test('on 0.0.0.0 every /mcp request needs the token (401 with WWW-Authenticate); the SDK works with it', async () => {
     const s = await serve({ listen: '0.0.0.0:0', args: ['--token-file', tokenFile()] });
     const url = s.url;  // http://127.0.0.1:PORT/mcp: the test only ever talks to loopback
-    const none = await mcpFetch(url, { body: initializeBody() });
+    const none = await mcpFetch(url, { body: initializeBody(), headers: { authorization: null } });
     assert.equal(none.status, 401);
     assert.equal(none.headers.get('www-authenticate'), 'Bearer realm="kiln"');
     const wrong = await mcpFetch(url, { body: initializeBody(), headers: { authorization: `Bearer ${token}x` } });
@@ -534,11 +536,11 @@ describe('bearer token', () => {
     const auth = { authorization: `Bearer ${token}` };
     const { session } = await rawSession(url, { headers: auth });
     // Checked on every request, not only at initialize.
-    const p = await mcpFetch(url, { body: ping(), session });
+    const p = await mcpFetch(url, { body: ping(), session, headers: { authorization: null } });
     assert.equal(p.status, 401);
-    const g = await mcpFetch(url, { method: 'GET', session, headers: { accept: 'text/event-stream' } });
+    const g = await mcpFetch(url, { method: 'GET', session, headers: { accept: 'text/event-stream', authorization: null } });
     assert.equal(g.status, 401);
-    const d = await mcpFetch(url, { method: 'DELETE', session });
+    const d = await mcpFetch(url, { method: 'DELETE', session, headers: { authorization: null } });
     assert.equal(d.status, 401);
     const ok = await mcpFetch(url, { body: ping(), session, headers: auth });
     assert.equal(ok.status, 200);
@@ -563,8 +565,57 @@ describe('bearer token', () => {
 
   test('a loopback bind with --token-file enforces it too', async () => {
     const s = await serve({ args: ['--token-file', tokenFile()] });
-    assert.equal((await mcpFetch(s.url, { body: initializeBody() })).status, 401);
+    assert.equal((await mcpFetch(s.url, { body: initializeBody(), headers: { authorization: null } })).status, 401);
     const ok = await mcpFetch(s.url, { body: initializeBody(), headers: { authorization: `Bearer ${token}` } });
     assert.equal(ok.status, 200);
+  });
+
+  // Case 32 of SANDBOX_CASES.md: no bind, loopback included, serves /mcp without a credential.
+  test('without --token-file a loopback bind makes its own token (0600 in the state dir), requires it, and keeps it', async () => {
+    const s = await serve();
+    const file = path.join(s.home, 'mcp-token');
+    const st = fs.statSync(file);
+    assert.equal(st.mode & 0o777, 0o600, 'the token file is for its owner only');
+    assert.equal(fs.statSync(s.home).mode & 0o777, 0o700, 'and so is the state directory');
+    assert.match(s.token, /^[0-9a-f]{64}$/);
+    const none = await mcpFetch(s.url, { body: initializeBody(), headers: { authorization: null } });
+    assert.equal(none.status, 401);
+    assert.equal(none.headers.get('www-authenticate'), 'Bearer realm="kiln"');
+    const wrong = await mcpFetch(s.url, { body: initializeBody(), headers: { authorization: `Bearer ${'0'.repeat(64)}` } });
+    assert.equal(wrong.status, 401);
+    assert.equal((await mcpFetch(s.url, { body: initializeBody() })).status, 200);
+    // Where the token is goes to stderr; the token itself never does.
+    assert.ok(s.stderr.includes(file), s.stderr);
+    assert.ok(!s.stderr.includes(s.token), 'the token is not printed');
+    // `kiln serve --print-token` shows the same token, and a restart keeps it.
+    const printed = spawnSync(kilnBin(), ['serve', '--print-token', '--state-dir', s.home], { encoding: 'utf8' });
+    assert.equal(printed.status, 0, printed.stderr);
+    assert.equal(printed.stdout.trim(), s.token);
+    await s.stop();
+    const again = await serve({ home: s.home });
+    assert.equal(again.token, s.token);
+    assert.equal((await mcpFetch(again.url, { body: initializeBody() })).status, 200);
+  });
+
+  test('a token file with names: each name is a principal, and a session answers only to its own', async () => {
+    const dir = tempDir('kiln-mcp-token-');
+    const f = path.join(dir, 'tokens');
+    const alice = 'a'.repeat(40), bob = 'b'.repeat(40);
+    fs.writeFileSync(f, `alice ${alice}\nbob ${bob}\n`, { mode: 0o600 });
+    const s = await serve({ args: ['--token-file', f] });
+    const { session } = await rawSession(s.url, { headers: { authorization: `Bearer ${alice}` } });
+    const mine = await mcpFetch(s.url, { body: ping(), session, headers: { authorization: `Bearer ${alice}` } });
+    assert.equal(mine.status, 200);
+    await mine.body.cancel();
+    // Bob holding Alice's session id gets what an unknown id gets, word for word.
+    const theirs = await mcpFetch(s.url, { body: ping(), session, headers: { authorization: `Bearer ${bob}` } });
+    const unknown = await mcpFetch(s.url, { body: ping(), session: 'f'.repeat(64), headers: { authorization: `Bearer ${bob}` } });
+    assert.equal(theirs.status, 404);
+    assert.equal(await theirs.text(), await unknown.text());
+    const bad = tempDir('kiln-mcp-token-');
+    fs.writeFileSync(path.join(bad, 't'), `bad/name ${alice}\n`, { mode: 0o600 });
+    const refused = await serveRefusal({ listen: '127.0.0.1:0', args: ['--token-file', path.join(bad, 't')] });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /name/);
   });
 });

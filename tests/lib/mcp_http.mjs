@@ -1,6 +1,7 @@
 // Helpers for MCP over Streamable HTTP (`kiln serve --mcp`): start a server on a free port and
-// find its URL, raw POST/GET/DELETE with every header under the test's control, an incremental
-// Server-Sent Events reader that exposes event ids, and SDK clients over HTTP.
+// find its URL and bearer token, raw POST/GET/DELETE with every header under the test's control
+// (the server's token is sent unless a test overrides or removes it), an incremental Server-Sent
+// Events reader that exposes event ids, and SDK clients over HTTP.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -9,6 +10,14 @@ import { kilnBin, kilnEnv, sleep, tempDir, TapTransport } from './kiln.mjs';
 import { stopProcess } from './http.mjs';
 
 export const PROTOCOL = '2025-11-25';
+
+// The bearer token of each started server, by its /mcp URL: every request to it carries the
+// token, as a client configured with `kiln serve --print-token` would.
+const tokens = new Map();
+export function tokenFor(url) { return tokens.get(String(url)); }
+
+// The token a server for state directory `home` uses when no --token-file is given.
+export function defaultToken(home) { return fs.readFileSync(path.join(home, 'mcp-token'), 'utf8').trim(); }
 export const ACCEPT_BOTH = 'application/json, text/event-stream';
 
 // `kiln serve --mcp` in the foreground. Resolves { url (…/mcp), base, home, proc, stderr, stop() }
@@ -25,8 +34,15 @@ export async function startServe({ args = [], listen = '127.0.0.1:0', home = tem
     let info;
     try { info = JSON.parse(fs.readFileSync(path.join(home, 'serve.json'), 'utf8')); } catch { /* not yet */ }
     if (info && info.pid === proc.pid) {
+      const tokenFile = args.includes('--token-file') ? args[args.indexOf('--token-file') + 1] : null;
+      // A --token-file's first token (bare, or NAME TOKEN) is the one the helpers send.
+      const token = tokenFile
+        ? fs.readFileSync(tokenFile, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))[0].split(/\s+/).pop()
+        : (fs.existsSync(path.join(home, 'mcp-token')) ? defaultToken(home) : null);  // null: a server that takes none
+      if (token) tokens.set(`${info.url}/mcp`, token);
       return {
-        url: `${info.url}/mcp`, base: info.url, home, proc, exited,
+        url: `${info.url}/mcp`, base: info.url, home, proc, exited, token,
+        auth: token ? { authorization: `Bearer ${token}` } : {},
         get stderr() { return stderr; },
         async stop() { await stopProcess(proc.pid); },
       };
@@ -61,6 +77,7 @@ export function initializeBody(id = 0, capabilities = {}) {
 // `session` is given. `headers` entries override (null removes one).
 export async function mcpFetch(url, { method = 'POST', body, session, headers = {}, signal } = {}) {
   const h = { accept: ACCEPT_BOTH };
+  if (tokenFor(url)) h.authorization = `Bearer ${tokenFor(url)}`;
   if (method === 'POST') h['content-type'] = 'application/json';
   if (session) {
     h['mcp-session-id'] = session;
@@ -154,7 +171,8 @@ export class SseReader {
 export async function httpClient(url, { capabilities = {}, headers, name = 'kiln-http-e2e', onRoots } = {}) {
   const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
   const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-  const inner = new StreamableHTTPClientTransport(new URL(url), headers ? { requestInit: { headers } } : undefined);
+  const all = { ...(tokenFor(url) ? { authorization: `Bearer ${tokenFor(url)}` } : {}), ...(headers ?? {}) };
+  const inner = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: all } });
   const transport = new TapTransport(inner);
   const client = new Client({ name, version: '0.0.0' }, { capabilities });
   const errors = [];

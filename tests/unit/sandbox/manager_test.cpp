@@ -137,16 +137,16 @@ TEST_CASE("session: /tmp persists, background process reachable, stdin, long-pol
   auto started = e.m->start(sb->sandbox_id, nullptr, bg);
   REQUIRE(started);
   CHECK(started->pid > 0);
-  REQUIRE(e.m->input(started->run_id, "one\n", false));
-  auto page = e.m->output(started->run_id, Stream::stdout_, 0, 1000, 3000);
+  REQUIRE(e.m->input("", started->run_id, "one\n", false));
+  auto page = e.m->output("", started->run_id, Stream::stdout_, 0, 1000, 3000);
   REQUIRE(page);
   CHECK(page->data == "got one\n");
   CHECK(page->running);
-  REQUIRE(e.m->input(started->run_id, "two\n", true));
+  REQUIRE(e.m->input("", started->run_id, "two\n", true));
   std::string all;
   std::uint64_t off = 0;
   for (int i = 0; i < 50; ++i) {
-    auto p = e.m->output(started->run_id, Stream::stdout_, off, 1000, 200);
+    auto p = e.m->output("", started->run_id, Stream::stdout_, off, 1000, 200);
     REQUIRE(p);
     all += p->data;
     off = p->next_offset;
@@ -159,18 +159,72 @@ TEST_CASE("session: /tmp persists, background process reachable, stdin, long-pol
   sleeper.cwd = e.ws;
   auto s = e.m->start(sb->sandbox_id, nullptr, sleeper);
   REQUIRE(s);
-  auto k = e.m->kill(s->run_id, SIGKILL);
+  auto k = e.m->kill("", s->run_id, SIGKILL);
   REQUIRE(k);
   REQUIRE(k->has_value());
   CHECK(**k == StopReason::killed);
 
   auto s2 = e.m->start(sb->sandbox_id, nullptr, sleeper);
   REQUIRE(s2);
-  auto c = e.m->destroy(sb->sandbox_id);
+  auto c = e.m->destroy("", sb->sandbox_id);
   REQUIRE(c);
   CHECK(c->leftovers.empty());
   CHECK(c->processes_killed.size() == 1);
-  CHECK(e.m->list().empty());
+  CHECK(e.m->list("").empty());
+}
+
+TEST_CASE("another owner's sandbox and run ids answer exactly as unknown ones do (case 33)") {
+  Env e;
+  SKIP_IF_NO_SANDBOX(e);
+  auto p = e.policy();
+  p.owner = "alice";
+  auto sb = e.m->create(p);
+  REQUIRE(sb);
+  ExecRequest sleeper;
+  sleeper.owner = "alice";
+  sleeper.argv = {"sleep", "100"};
+  sleeper.cwd = e.ws;
+  auto run = e.m->start(sb->sandbox_id, nullptr, sleeper);
+  REQUIRE(run);
+  // The message names the id it was given, so an unknown id of the same shape is the control.
+  auto same_shape = [](std::string id) {
+    for (std::size_t i = id.find('_') + 1; i < id.size(); ++i) id[i] = id[i] == '0' ? '1' : '0';
+    return id;
+  };
+  auto rename = [](std::string text, const std::string& from, const std::string& to) {
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+    return text;
+  };
+  const std::string ghost_sb = same_shape(sb->sandbox_id), ghost_run = same_shape(run->run_id);
+  ExecRequest probe = sleeper;
+  probe.owner = "bob";
+  auto theirs = e.m->exec(sb->sandbox_id, nullptr, probe);
+  auto missing = e.m->exec(ghost_sb, nullptr, probe);
+  REQUIRE_FALSE(theirs);
+  REQUIRE_FALSE(missing);
+  CHECK(theirs.error().code == missing.error().code);
+  CHECK(theirs.error().message == rename(missing.error().message, ghost_sb, sb->sandbox_id));
+  auto out_theirs = e.m->output("bob", run->run_id, Stream::stdout_, 0, 100, 0);
+  auto out_missing = e.m->output("bob", ghost_run, Stream::stdout_, 0, 100, 0);
+  REQUIRE_FALSE(out_theirs);
+  CHECK(out_theirs.error().message == rename(out_missing.error().message, ghost_run, run->run_id));
+  auto in_theirs = e.m->input("bob", run->run_id, "x", false);
+  REQUIRE_FALSE(in_theirs);
+  CHECK(in_theirs.error().message == rename(e.m->input("bob", ghost_run, "x", false).error().message, ghost_run, run->run_id));
+  auto kill_theirs = e.m->kill("bob", run->run_id, SIGKILL);
+  REQUIRE_FALSE(kill_theirs);
+  CHECK(kill_theirs.error().message == rename(e.m->kill("bob", ghost_run, SIGKILL).error().message, ghost_run, run->run_id));
+  auto destroy_theirs = e.m->destroy("bob", sb->sandbox_id);
+  REQUIRE_FALSE(destroy_theirs);
+  CHECK(destroy_theirs.error().message == rename(e.m->destroy("bob", ghost_sb).error().message, ghost_sb, sb->sandbox_id));
+  CHECK_FALSE(e.m->policy_of("bob", sb->sandbox_id).has_value());
+  CHECK(e.m->list("bob").empty());
+  // Nothing of alice's was touched: her sandbox and her run are still there.
+  CHECK(e.m->list("alice").size() == 1);
+  auto page = e.m->output("alice", run->run_id, Stream::stdout_, 0, 100, 0);
+  REQUIRE(page);
+  CHECK(page->running);
+  REQUIRE(e.m->destroy("alice", sb->sandbox_id));
 }
 
 TEST_CASE("isolation none is refused without --allow-unsandboxed and loud with it") {

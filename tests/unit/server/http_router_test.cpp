@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -24,6 +25,7 @@ namespace fs = std::filesystem;
 using namespace kiln::server::http;
 using kiln::artifacts::ArtifactStore;
 using kiln::artifacts::Share;
+using kiln::artifacts::kPasswordCookieS;
 
 namespace {
 
@@ -345,6 +347,26 @@ TEST_CASE("password mode: 401 page and challenge, Basic, form login, cookie, red
   CHECK(std::stoi(hdr(limited, "Retry-After")) >= 1);
   // Per client: another address can still log in.
   CHECK(f.post_login("secret", "password=correct+horse", "10.0.0.6").status == 303);
+}
+
+TEST_CASE("a login cookie's Max-Age is the lifetime the server enforces, no longer") {
+  Fixture f;
+  std::int64_t now = 1'900'000'000;
+  f.store->set_clock([&now] { return now; });
+  f.publish("site", "secret", Share::password, "correct horse");
+  auto ok = f.get("/a/secret/", {{"Authorization", basic("correct horse")}});
+  REQUIRE(ok.status == 200);
+  std::string setc = hdr(ok, "Set-Cookie");
+  CHECK_MESSAGE(setc.find(fmt::format("Max-Age={};", kPasswordCookieS)) != std::string::npos, setc);
+  auto login = f.post_login("secret", "password=correct+horse&next=%2Fa%2Fsecret%2F");
+  REQUIRE(login.status == 303);
+  CHECK_MESSAGE(hdr(login, "Set-Cookie").find(fmt::format("Max-Age={};", kPasswordCookieS)) != std::string::npos,
+                hdr(login, "Set-Cookie"));
+  // The server's side of the same lifetime: taken just before it ends, refused after.
+  now += kPasswordCookieS - 60;
+  CHECK(f.get("/a/secret/", {{"Cookie", cookie_pair(ok)}}).status == 200);
+  now += 120;
+  CHECK(f.get("/a/secret/", {{"Cookie", cookie_pair(ok)}}).status == 401);
 }
 
 TEST_CASE("invite mode: token -> redirect + cookie, revoke, unknown token; the log never holds secrets") {

@@ -251,6 +251,9 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
 };
 
+const std::string kAlice = std::string(40, 'a');
+const std::string kBob = std::string(40, 'b');
+
 struct EndpointFixture {
   TempDir state;
   std::unique_ptr<workspace::StateStore> store;
@@ -265,7 +268,9 @@ struct EndpointFixture {
     server::register_workspace_tools(registry);
     ctx = std::make_unique<server::ServerContext>(server::ServerContext{*store, registry, {}});
     ctx->options.forward_process_logs = false;
-    endpoint = std::make_unique<Endpoint>(*ctx, options, std::nullopt);
+    auto tokens = TokenSet::from_text("alice " + kAlice + "\nbob " + kBob + "\n");
+    REQUIRE(tokens.has_value());
+    endpoint = std::make_unique<Endpoint>(*ctx, options, std::move(*tokens));
     endpoint->set_listener(7700, true);
   }
 
@@ -277,6 +282,7 @@ struct EndpointFixture {
     r.accept = "application/json, text/event-stream";
     r.content_type = "application/json";
     r.body = std::move(body);
+    r.authorization = "Bearer " + kAlice;
     r.mcp_session_id = std::move(session);
     if (!r.mcp_session_id.empty()) {
       r.has_protocol_version = true;
@@ -402,4 +408,44 @@ TEST_CASE("the endpoint: idle sessions expire and then answer 404") {
   CHECK(f.endpoint->session_count() == 0);
   auto ping = json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}}.dump();
   CHECK(f.endpoint->handle(f.request("POST", ping, a)).status == 404);
+}
+
+TEST_CASE("the endpoint: no token, no service; another principal's session is an unknown one, byte for byte") {
+  EndpointFixture f;
+  auto no_token = f.request("POST", R"({"jsonrpc":"2.0","id":0,"method":"ping"})");
+  no_token.authorization.clear();
+  auto r = f.endpoint->handle(no_token);
+  CHECK(r.status == 401);
+  std::string a = f.initialize();
+  auto ping = json{{"jsonrpc", "2.0"}, {"id", 9}, {"method", "ping"}}.dump();
+  auto as_bob = [&](const std::string& session) {
+    auto req = f.request("POST", ping, session);
+    req.authorization = "Bearer " + kBob;
+    return f.endpoint->handle(std::move(req));
+  };
+  auto theirs = as_bob(a);
+  auto unknown = as_bob(std::string(64, 'f'));
+  CHECK(theirs.status == 404);
+  CHECK(theirs.body == unknown.body);
+  auto del = f.request("DELETE", "", a);
+  del.authorization = "Bearer " + kBob;
+  CHECK(f.endpoint->handle(std::move(del)).status == 404);
+  CHECK(f.endpoint->session_count() == 1);  // still Alice's
+  auto mine = f.endpoint->handle(f.request("POST", ping, a));
+  CHECK(mine.status == 200);
+}
+
+TEST_CASE("token files: NAME TOKEN lines name principals, bare tokens are named by position") {
+  auto set = TokenSet::from_text("# tokens\nalice " + kAlice + "\n" + kBob + "\n\tci-bot@x  " + std::string(32, 'c') + "\n");
+  REQUIRE(set.has_value());
+  CHECK(set->size() == 3);
+  CHECK(set->principal_for("Bearer " + kAlice) == std::optional<std::string>("alice"));
+  CHECK(set->principal_for("Bearer " + kBob) == std::optional<std::string>("token-2"));
+  CHECK(set->principal_for("Bearer " + std::string(32, 'c')) == std::optional<std::string>("ci-bot@x"));
+  CHECK_FALSE(set->principal_for("Bearer " + std::string(40, 'z')).has_value());
+  CHECK_FALSE(TokenSet::from_text("bad/name " + kAlice + "\n").has_value());
+  CHECK_FALSE(TokenSet::from_text("alice short\n").has_value());
+  auto one = TokenSet::single("root", kAlice);
+  REQUIRE(one.has_value());
+  CHECK(one->principal_for("Bearer " + kAlice) == std::optional<std::string>("root"));
 }

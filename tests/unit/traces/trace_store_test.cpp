@@ -158,7 +158,7 @@ TEST_CASE("every field round-trips through start, finish, get and a reopen") {
   CHECK(j["id"] == id);
   CHECK(j["parent_id"] == parent_id);
   CHECK(j["exit_code"] == 2);
-  CHECK(j.size() == 22);
+  CHECK(j.size() == 23);  // principal included (null: not recorded)
   // The parent is still running: this process owns it, so reopening left it alone.
   auto parent = s->get(parent_id);
   REQUIRE(parent);
@@ -230,12 +230,12 @@ TEST_CASE("list filters by workspace, kind, status, parent, roots and time; coun
   CHECK(s->list({.status = "ok"}).error().code == kiln::Errc::invalid_argument);
   CHECK(s->list({.since = "last week"}).error().code == kiln::Errc::invalid_argument);
 
-  auto ca = s->count("ws_a");
+  auto ca = s->count("ws_a", {});
   REQUIRE(ca);
   CHECK(ca->total == 2);  // the verify's steps are inside the verify
   CHECK(ca->fail == 1);
   CHECK(ca->pass == 1);
-  auto all = s->count("");
+  auto all = s->count("", {});
   REQUIRE(all);
   CHECK(all->total == 4);
   CHECK(all->running == 2);
@@ -360,7 +360,84 @@ TEST_CASE("two stores on one directory, as two kiln processes, see and finish ea
   std::thread ta(writer, a.get(), "ws_a"), tb(writer, b.get(), "ws_b");
   ta.join();
   tb.join();
-  CHECK(a->count("ws_b")->pass == 40);
-  CHECK(b->count("ws_a")->pass == 40);
+  CHECK(a->count("ws_b", {})->pass == 40);
+  CHECK(b->count("ws_a", {})->pass == 40);
   CHECK(a->list({.limit = 500})->records.size() == 81);
+}
+
+TEST_CASE("principals: recorded per trace, filtered in lists and counts; a version 1 database keeps its rows") {
+  TempDir dir;
+  {
+    // A store as it was before principals: schema version 1, one finished record.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path + "/traces.db").c_str(), &db) == SQLITE_OK);
+    const char* v1 =
+        "CREATE TABLE traces (id TEXT PRIMARY KEY, kind TEXT NOT NULL, workspace_id TEXT NOT NULL, parent_id TEXT,"
+        " name TEXT NOT NULL DEFAULT '', client TEXT, command TEXT NOT NULL DEFAULT '', cwd TEXT NOT NULL DEFAULT '',"
+        " policy TEXT, status TEXT NOT NULL, started_at TEXT NOT NULL, ended_at TEXT, duration_ms INTEGER,"
+        " exit_code INTEGER, signal INTEGER, stop_reason TEXT NOT NULL DEFAULT '', resources TEXT, output TEXT,"
+        " cleanup TEXT, tests TEXT, result TEXT, error TEXT NOT NULL DEFAULT '', owner_pid INTEGER,"
+        " owner_start INTEGER, owner_boot TEXT, owner_pidns TEXT);"
+        "INSERT INTO traces(id, kind, workspace_id, command, status, started_at, ended_at)"
+        " VALUES ('tr_00000000000000aa', 'exec', 'ws_1', 'old make', 'pass', '2026-01-01T00:00:00.000Z',"
+        " '2026-01-01T00:00:01.000Z');"
+        "PRAGMA user_version = 1;";
+    REQUIRE(sqlite3_exec(db, v1, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto s = open_store(dir.path);
+  auto old = s->get("tr_00000000000000aa");
+  REQUIRE(old);
+  REQUIRE(old->has_value());
+  CHECK((*old)->command == "old make");
+  CHECK((*old)->principal.empty());
+  CHECK(to_json(**old)["principal"].is_null());
+
+  for (const char* who : {"alice", "bob"}) {
+    TraceStart st;
+    st.kind = "exec";
+    st.workspace_id = "ws_1";
+    st.command = std::string("make for ") + who;
+    st.principal = who;
+    auto rec = s->start(st);
+    REQUIRE(rec);
+    CHECK(rec->principal == who);
+    auto back = s->get(rec->id);
+    REQUIRE(back);
+    CHECK((**back).principal == who);
+    CHECK(to_json(**back)["principal"] == who);
+  }
+  auto names = [&](PrincipalFilter who) {
+    TraceQuery q;
+    q.who = who;
+    auto page = s->list(q);
+    REQUIRE(page);
+    std::set<std::string> out;
+    for (const auto& r : page->records) out.insert(r.command);
+    return out;
+  };
+  CHECK(names({"alice", false}) == std::set<std::string>{"make for alice"});
+  CHECK(names({"bob", true}) == std::set<std::string>{"make for bob", "old make"});
+  CHECK(names({}).size() == 3);
+  CHECK(s->count("ws_1", {"alice", false})->total == 1);
+  CHECK(s->count("ws_1", {"alice", true})->total == 2);
+  CHECK(s->count("", {})->total == 3);
+  // A cursor of one principal's listing is refused under another's.
+  for (int i = 0; i < 3; ++i) {
+    TraceStart st;
+    st.kind = "exec";
+    st.workspace_id = "ws_1";
+    st.principal = "alice";
+    REQUIRE(s->start(st));
+  }
+  TraceQuery qa;
+  qa.who = {"alice", false};
+  qa.limit = 1;
+  auto first = s->list(qa);
+  REQUIRE(first);
+  REQUIRE_FALSE(first->next_cursor.empty());
+  TraceQuery qb;
+  qb.who = {"bob", false};
+  qb.cursor = first->next_cursor;
+  CHECK_FALSE(s->list(qb).has_value());
 }

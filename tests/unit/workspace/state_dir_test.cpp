@@ -1,0 +1,75 @@
+// secure_state_dir: the state directory ends up the user's own and 0700, or is refused.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "workspace/state_dir.h"
+
+namespace fs = std::filesystem;
+using kiln::workspace::secure_state_dir;
+
+namespace {
+
+struct Tmp {
+  std::string path;
+  Tmp() {
+    char t[] = "/tmp/kiln-statedir-test-XXXXXX";
+    path = ::mkdtemp(t);
+  }
+  ~Tmp() { fs::remove_all(path); }
+};
+
+mode_t mode_of(const std::string& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_mode & 0777;
+}
+
+}  // namespace
+
+TEST_CASE("a missing state directory is made 0700, parents included; a read-only caller leaves it missing") {
+  Tmp t;
+  std::string dir = t.path + "/a/b/state";
+  auto untouched = secure_state_dir(dir, false);
+  REQUIRE(untouched.has_value());
+  CHECK(*untouched == dir);
+  CHECK_FALSE(fs::exists(dir));
+  auto made = secure_state_dir(dir);
+  REQUIRE_MESSAGE(made.has_value(), (made ? "" : made.error().message));
+  CHECK(*made == fs::canonical(dir).string());
+  CHECK(mode_of(dir) == 0700);
+}
+
+TEST_CASE("a state directory open to others is narrowed to 0700") {
+  Tmp t;
+  std::string dir = t.path + "/state";
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+  REQUIRE(secure_state_dir(dir).has_value());
+  CHECK(mode_of(dir) == 0700);
+}
+
+TEST_CASE("a state directory of another user is refused, and so is a file") {
+  Tmp t;
+  std::string file = t.path + "/file";
+  int fd = ::creat(file.c_str(), 0600);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  CHECK_FALSE(secure_state_dir(file).has_value());
+  if (::geteuid() != 0) {
+    MESSAGE("SKIPPED the other-owner part: it needs root to chown");
+    return;
+  }
+  std::string dir = t.path + "/theirs";
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+  auto r = secure_state_dir(dir);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().message.find("belongs to uid 65534") != std::string::npos);
+}
