@@ -4,6 +4,7 @@
 #include "sandbox/helper/seccomp_filter.h"
 
 #include <cerrno>
+#include <fcntl.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/mman.h>
@@ -81,6 +82,32 @@ bool compile_seccomp(SeccompProgram& out, StepError& e) {
     if ((rc = add(ctx, SCMP_SYS(mknod), 1, &c1)) < 0) return bail(rc, "mknod");
     scmp_arg_cmp c2 = SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, type);
     if ((rc = add(ctx, SCMP_SYS(mknodat), 1, &c2)) < 0) return bail(rc, "mknodat");
+  }
+  // Set-id bits: with Kiln run as root the sandbox's uid 0 is the host's, and a setuid file it
+  // makes in the workspace is a setuid-root program on the host (the nosuid mount holds inside
+  // only). So no mode carrying S_ISUID or S_ISGID is set by chmod, by a create, or by mknod.
+  // openat2 and fchmodat2 pass what matters where the filter cannot read it (a struct, or a
+  // number older libcs do not use): ENOSYS makes callers fall back to openat and fchmodat.
+  for (scmp_datum_t bit : {static_cast<scmp_datum_t>(S_ISUID), static_cast<scmp_datum_t>(S_ISGID)}) {
+    scmp_arg_cmp a1 = SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit);
+    scmp_arg_cmp a2 = SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit);
+    scmp_arg_cmp a3 = SCMP_A3(SCMP_CMP_MASKED_EQ, bit, bit);
+    if ((rc = add(ctx, SCMP_SYS(chmod), 1, &a1)) < 0 || (rc = add(ctx, SCMP_SYS(fchmod), 1, &a1)) < 0 ||
+        (rc = add(ctx, SCMP_SYS(fchmodat), 1, &a2)) < 0 || (rc = add(ctx, SCMP_SYS(creat), 1, &a1)) < 0 ||
+        (rc = add(ctx, SCMP_SYS(mknod), 1, &a1)) < 0 || (rc = add(ctx, SCMP_SYS(mknodat), 1, &a2)) < 0)
+      return bail(rc, "set-id modes");
+    // open/openat read their mode only when creating (O_CREAT or O_TMPFILE); otherwise the mode
+    // register holds whatever was there, which must not refuse a plain open.
+    for (scmp_datum_t create : {static_cast<scmp_datum_t>(O_CREAT), static_cast<scmp_datum_t>(__O_TMPFILE)}) {
+      scmp_arg_cmp open_cmp[] = {SCMP_A1(SCMP_CMP_MASKED_EQ, create, create), a2};
+      scmp_arg_cmp openat_cmp[] = {SCMP_A2(SCMP_CMP_MASKED_EQ, create, create), a3};
+      if ((rc = add(ctx, SCMP_SYS(open), 2, open_cmp)) < 0 || (rc = add(ctx, SCMP_SYS(openat), 2, openat_cmp)) < 0)
+        return bail(rc, "set-id modes on create");
+    }
+  }
+  constexpr int kOpenat2 = 437, kFchmodat2 = 452;  // x86_64; Debian 12's libseccomp predates fchmodat2
+  for (int nr : {kOpenat2, kFchmodat2}) {
+    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0)) < 0) return bail(rc, "openat2/fchmodat2");
   }
   // personality: only PER_LINUX (0) and the query 0xffffffff (no READ_IMPLIES_EXEC, no
   // ADDR_NO_RANDOMIZE). libseccomp cannot compare one argument twice in a rule, so "neither value"
