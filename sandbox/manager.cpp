@@ -205,7 +205,7 @@ json limits_report(const SandboxPolicy& p, const CgroupLayout& cg, bool have_cg)
   if (l.file_size_mb) out["file_size_mb"] = entry(*l.file_size_mb, "rlimit RLIMIT_FSIZE", "each process");
   if (l.disk_mb)
     out["disk_mb"] = entry(*l.disk_mb,
-                           "kiln (free space of the workspace's filesystem, polled outside the sandbox every 250 ms; "
+                           "kiln (free space of the workspace's filesystem, polled outside the sandbox every 100 ms; "
                            "the tree is killed when it shrank by more, or fell below the server's reserve; other "
                            "writers to that filesystem count too)",
                            "each exec");
@@ -338,7 +338,14 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
                          {"limits", limits}};
   } else {
     std::vector<std::string> dirs = sb->cg ? sb->cg->dirs() : std::vector<std::string>{};
-    auto started = start_helper(opt.helper_path, helper_spec(p, sb->id, dirs), stop, std::chrono::seconds(20));
+    json spec = helper_spec(p, sb->id, dirs);
+    auto ident = workspace_identity(p.workspace_root);
+    if (ident) {
+      spec["workspace_dev"] = ident->dev;
+      spec["workspace_ino"] = ident->ino;
+    }
+    auto started = ident ? start_helper(opt.helper_path, spec, stop, std::chrono::seconds(20))
+                         : Result<HelperStart>(std::unexpected(ident.error()));
     if (!started) {
       if (sb->cg) {
         std::vector<std::string> a, b;

@@ -3,10 +3,16 @@
 
 #include "core/quote.h"
 
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <pwd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -192,6 +198,40 @@ std::vector<std::string> env_strings(const std::map<std::string, std::string>& e
   return out;
 }
 
+namespace {
+
+// The host's own folders: a sandbox that had one of them read-write (with Kiln run as root, as
+// the host's root) would change the system, not a project.
+Result<void> refuse_system_folder(const std::filesystem::path& r) {
+  static const char* const kSystem[] = {"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                                        "/boot", "/dev", "/proc", "/sys", "/run", "/var", "/root"};
+  for (const char* sys : kSystem) {
+    std::filesystem::path s(sys);
+    auto inside = r.lexically_relative(s);
+    bool within = r == s || (!inside.empty() && *inside.begin() != "..");
+    bool contains = !s.lexically_relative(r).empty() && *s.lexically_relative(r).begin() != "..";
+    // Projects may live under /var (/var/www) but not in the system's own parts of it.
+    if (std::string(sys) == "/var" && within && r != s) {
+      static const char* const kVarSystem[] = {"/var/lib", "/var/log", "/var/spool", "/var/cache", "/var/mail",
+                                               "/var/backups"};
+      bool in_system = false;
+      for (const char* v : kVarSystem) {
+        auto rel = r.lexically_relative(v);
+        in_system = in_system || r == v || (!rel.empty() && *rel.begin() != "..");
+      }
+      if (!in_system) continue;
+    }
+    if (within || contains)
+      return fail(Errc::invalid_argument,
+                  fmt::format("refusing to sandbox workspace {}: it {} the system folder {}; open a project folder "
+                              "instead",
+                              r.string(), within ? "is or lies inside" : "contains", sys));
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<void> check_workspace_root(const std::string& root, const std::string& state_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -202,6 +242,7 @@ Result<void> check_workspace_root(const std::string& root, const std::string& st
     return !rel.empty() && *rel.begin() != "..";
   };
   if (r == "/") return fail(Errc::invalid_argument, "refusing to sandbox with / as the workspace: it would expose the whole host");
+  if (auto sys = refuse_system_folder(r); !sys) return sys;
   if (!state_dir.empty()) {
     fs::path s = fs::weakly_canonical(state_dir, ec);
     if (!ec && is_within(s, r))
@@ -238,6 +279,26 @@ json helper_spec(const SandboxPolicy& p, const std::string& id, const std::vecto
               {"cgroups", cgroup_dirs},
               {"seccomp", true},
               {"landlock", true}};
+}
+
+Result<FolderIdentity> workspace_identity(const std::string& root) {
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  long fd = ::syscall(SYS_openat2, AT_FDCWD, root.c_str(), &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ELOOP)
+      return fail(Errc::invalid_argument,
+                  fmt::format("workspace {} has a symbolic link in its path now; open the folder it points to", root));
+    return fail(Errc::io, fmt::format("cannot open workspace {}: {}", root, std::strerror(err)));
+  }
+  struct stat st {};
+  int rc = ::fstat(static_cast<int>(fd), &st);
+  ::close(static_cast<int>(fd));
+  if (rc != 0) return fail(Errc::io, fmt::format("cannot inspect workspace {}", root));
+  return FolderIdentity{std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
 }
 
 }  // namespace kiln::sandbox

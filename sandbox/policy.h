@@ -49,6 +49,13 @@ Result<void> check_workspace_root(const std::string& root, const std::string& st
 // The spec written to kiln-sandbox (HELPER_PROTOCOL.md, "Spec").
 nlohmann::json helper_spec(const SandboxPolicy& p, const std::string& id, const std::vector<std::string>& cgroup_dirs);
 
+// The workspace folder as the helper must find it (st_dev, st_ino), opened without following any
+// symlink: the helper mounts only that folder, so a folder swapped in after the checks is refused.
+struct FolderIdentity {
+  std::uint64_t dev = 0, ino = 0;
+};
+Result<FolderIdentity> workspace_identity(const std::string& root);
+
 Result<Network> parse_network(const std::string& s);
 
 }  // namespace kiln::sandbox

@@ -17,6 +17,7 @@
 #include "server/verify_runner.h"
 #include "traces/junit_writer.h"
 #include "traces/trace_store.h"
+#include "workspace/path_links.h"
 #include "workspace/root.h"
 #include "workspace/state_store.h"
 
@@ -50,8 +51,13 @@ int verify_command(const VerifyOptions& o, const std::string& state_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string ws = o.workspace.empty() ? fs::current_path(ec).string() : o.workspace;
-  ws = fs::weakly_canonical(ws, ec).string();
-  auto root = workspace::Root::open(ws);
+  auto resolved = workspace::resolve_workspace_path(ws);
+  if (!resolved) {
+    std::fprintf(stderr, "kiln verify: %s\n", resolved.error().message.c_str());
+    return 2;
+  }
+  ws = *resolved;
+  auto root = workspace::Root::open_resolved(ws);
   if (!root) {
     std::fprintf(stderr, "kiln verify: %s\n", root.error().message.c_str());
     return 2;

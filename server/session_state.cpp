@@ -11,7 +11,7 @@ namespace kiln::server {
 Result<std::shared_ptr<const OpenWorkspace>> SessionState::open_and_select(const std::string& id,
                                                                            const std::string& name,
                                                                            const std::string& root_path) {
-  auto root = workspace::Root::open(root_path);
+  auto root = workspace::Root::open_resolved(root_path);
   if (!root) return std::unexpected(root.error());
   auto ws = std::make_shared<OpenWorkspace>();
   ws->id = id;
@@ -46,7 +46,7 @@ Result<std::shared_ptr<const OpenWorkspace>> SessionState::workspace_for(const n
                                              "or workspace_open to add a folder", wanted));
   }
   // Naming another workspace does not change the current one.
-  auto root = workspace::Root::open((*rec)->root);
+  auto root = workspace::Root::open_resolved((*rec)->root);
   if (!root) return std::unexpected(root.error());
   auto ws = std::make_shared<OpenWorkspace>();
   ws->id = (*rec)->id;

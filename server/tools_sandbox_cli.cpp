@@ -20,6 +20,7 @@
 #include "server/tools.h"
 #include "server/workspace_opening.h"
 #include "traces/trace_store.h"
+#include "workspace/path_links.h"
 #include "workspace/root.h"
 #include "workspace/state_store.h"
 
@@ -84,8 +85,13 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string ws = o.workspace.empty() ? fs::current_path(ec).string() : o.workspace;
-  ws = fs::weakly_canonical(ws, ec).string();
-  auto root = workspace::Root::open(ws);
+  auto resolved = workspace::resolve_workspace_path(ws);
+  if (!resolved) {
+    std::fprintf(stderr, "kiln run: %s\n", resolved.error().message.c_str());
+    return 125;
+  }
+  ws = *resolved;
+  auto root = workspace::Root::open_resolved(ws);
   if (!root) {
     std::fprintf(stderr, "kiln run: %s\n", root.error().message.c_str());
     return 125;

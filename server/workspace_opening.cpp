@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "workspace/path_links.h"
+
 namespace kiln::server {
 
 namespace {
@@ -43,8 +45,9 @@ Result<OpenedWorkspace> open_workspace_folder(SessionState& state, const std::st
   } else if (!std::filesystem::is_directory(status)) {
     return fail(Errc::invalid_argument, fmt::format("{} is not a folder; a workspace is a folder", path));
   }
-  std::string canonical = std::filesystem::canonical(path, ec).string();
-  if (ec) return fail(Errc::io, fmt::format("cannot resolve {}: {}", path, ec.message()));
+  auto resolved = workspace::resolve_workspace_path(path);
+  if (!resolved) return std::unexpected(resolved.error());
+  std::string canonical = std::move(*resolved);
 
   OpenedWorkspace out;
   auto rec = state.store().open_workspace(canonical, name, &out.is_new);

@@ -209,6 +209,32 @@ bool inside(std::string_view abs, std::string_view base, std::string_view& rest)
 
 void Root::force_component_walk(bool on) { g_force_walk.store(on); }
 
+Result<Root> Root::open_resolved(const std::string& path) {
+  if (path.empty() || path.front() != '/')
+    return fail(Errc::invalid_argument, fmt::format("workspace path '{}' is not absolute", bounded(path)));
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  long fd = ::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ELOOP)
+      return fail(Errc::invalid_argument,
+                  fmt::format("the folder '{}' has a symbolic link in its path now (it was replaced after kiln "
+                              "resolved it); open it again by its real path",
+                              bounded(path)));
+    if (err == ENOENT || err == ENOTDIR)
+      return fail(Errc::not_found, fmt::format("folder '{}' does not exist", bounded(path)));
+    return fail(Errc::io, fmt::format("cannot open folder '{}': {}", bounded(path), std::strerror(err)));
+  }
+  Root root;
+  root.path_ = path;
+  while (root.path_.size() > 1 && root.path_.back() == '/') root.path_.pop_back();
+  root.dir_ = UniqueFd(static_cast<int>(fd));
+  return root;
+}
+
 Result<Root> Root::open(const std::string& path) {
   if (path.empty()) return fail(Errc::invalid_argument, "workspace path is empty; pass an absolute folder path");
   char* canon = ::realpath(path.c_str(), nullptr);

@@ -34,6 +34,10 @@ class Root {
  public:
   // `path` must name an existing directory; it is canonicalised (symlinks resolved) once here.
   static Result<Root> open(const std::string& path);
+  // `path` is already resolved (a stored workspace root, or resolve_workspace_path's result): it
+  // is opened following no symlink at all, so a folder swapped for a link since is refused rather
+  // than followed to wherever the link points.
+  static Result<Root> open_resolved(const std::string& path);
 
   const std::string& path() const { return path_; }  // canonical absolute path, no trailing slash
   int fd() const { return dir_.get(); }               // O_PATH|O_DIRECTORY descriptor of the root

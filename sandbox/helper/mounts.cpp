@@ -30,6 +30,43 @@ struct Entry {
   Kind kind;
 };
 
+struct UniqueFd {
+  int fd = -1;
+  UniqueFd() = default;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() {
+    if (fd >= 0) ::close(fd);
+  }
+  int get() const { return fd; }
+};
+
+// openat2 with RESOLVE_NO_SYMLINKS (kiln passes a path it resolved), then the folder must be the
+// one kiln checked. Run in the sandbox's new mount namespace, so the bind from the descriptor is
+// a bind of a mount of this namespace.
+bool open_workspace(const Spec& spec, UniqueFd& out, StepError& e) {
+  struct {
+    std::uint64_t flags, mode, resolve;
+  } how{O_PATH | O_DIRECTORY | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
+  long fd = ::syscall(SYS_openat2, AT_FDCWD, spec.workspace.c_str(), &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) fd = ::open(spec.workspace.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      return fail_plain(e, kStep, "the workspace " + spec.workspace + " now has a symbolic link in its path",
+                        "it changed after kiln checked it (someone swapped a folder for a link); refusing to mount it");
+    return fail_errno(e, kStep, "opening the workspace " + spec.workspace);
+  }
+  out.fd = static_cast<int>(fd);
+  struct stat st {};
+  if (::fstat(out.fd, &st) != 0) return fail_errno(e, kStep, "inspecting the workspace " + spec.workspace);
+  if (!S_ISDIR(st.st_mode)) return fail_plain(e, kStep, "the workspace " + spec.workspace + " is not a directory");
+  if (spec.workspace_identity &&
+      (std::uint64_t(st.st_dev) != spec.workspace_dev || std::uint64_t(st.st_ino) != spec.workspace_ino))
+    return fail_plain(e, kStep, "the workspace " + spec.workspace + " is not the folder kiln checked",
+                      "it was renamed or replaced while the sandbox was being set up; refusing to mount it");
+  return true;
+}
+
 bool mkdir_p(const std::string& path, StepError& e) {
   std::size_t pos = 1;
   while (pos <= path.size()) {
@@ -161,10 +198,14 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
   const std::string& ws = spec.workspace;
   if (ws == "/tmp" || ws == "/dev/shm" || under(ws, "/proc") || under(ws, "/dev"))
     return fail_plain(e, kStep, "the workspace cannot be " + ws + ": it would replace a private sandbox mount");
+  // The workspace is bound from a descriptor, not by path: resolving the path at mount time would
+  // follow whatever a user who owns a folder on it has swapped in since kiln checked it.
+  UniqueFd ws_fd;
+  if (!open_workspace(spec, ws_fd, e)) return false;
   entries.push_back({"/tmp", "", Kind::tmp});
   entries.push_back({"/dev", "", Kind::dev});
   entries.push_back({"/proc", "", Kind::proc});
-  entries.push_back({ws, ws, Kind::workspace});
+  entries.push_back({ws, "/proc/self/fd/" + std::to_string(ws_fd.get()), Kind::workspace});
   // Parents before children, so a workspace under /tmp or /home lands on top of what holds it.
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.path < b.path; });
 

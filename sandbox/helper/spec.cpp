@@ -70,6 +70,10 @@ bool parse_spec(const std::string& text, Spec& spec, StepError& e) {
       } else if (k == "workspace") {
         if (!want(v.is_string(), "a string")) return false;
         spec.workspace = v.get<std::string>();
+      } else if (k == "workspace_dev" || k == "workspace_ino") {
+        if (!want(v.is_number_unsigned(), "an unsigned number")) return false;
+        (k == "workspace_dev" ? spec.workspace_dev : spec.workspace_ino) = v.get<std::uint64_t>();
+        spec.workspace_identity = true;
       } else if (k == "workspace_writable") {
         if (!want(v.is_boolean(), "a boolean")) return false;
         spec.workspace_writable = v.get<bool>();
@@ -116,14 +120,9 @@ bool parse_spec(const std::string& text, Spec& spec, StepError& e) {
   if (spec.workspace.empty()) return fail_plain(e, kStep, "spec field 'workspace' is required");
   if (!is_clean_abs_path(spec.workspace))
     return fail_plain(e, kStep, "workspace '" + spec.workspace + "' is not a clean absolute path");
-  char real[PATH_MAX];
-  if (::realpath(spec.workspace.c_str(), real) == nullptr)
-    return fail_errno(e, kStep, "workspace " + spec.workspace);
-  spec.workspace = real;
+  // No realpath here: resolving again would follow a symlink swapped in since kiln checked the
+  // path. The mount step opens it without following any and compares it with workspace_dev/ino.
   if (spec.workspace == "/") return fail_plain(e, kStep, "the workspace cannot be /");
-  struct stat st {};
-  if (::stat(real, &st) != 0) return fail_errno(e, kStep, "workspace " + spec.workspace);
-  if (!S_ISDIR(st.st_mode)) return fail_plain(e, kStep, "workspace " + spec.workspace + " is not a directory");
   for (const auto& p : spec.ro_binds)
     if (!is_clean_abs_path(p) || p == "/")
       return fail_plain(e, kStep, "ro_binds entry '" + p + "' is not a clean absolute path (and not /)");

@@ -2,6 +2,7 @@
 // unknown field or a wrong type is refused, since a typo must not quietly weaken the isolation.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,11 @@ enum class Network { none, loopback, host };
 
 struct Spec {
   std::string id;
-  std::string workspace;  // realpath'd on parse
+  std::string workspace;  // a clean absolute path without symlinks (kiln resolved it)
+  // The folder kiln checked (st_dev, st_ino): the mount is made from a descriptor opened without
+  // following any symlink and must be that very folder, so a swap in between is refused.
+  std::uint64_t workspace_dev = 0, workspace_ino = 0;
+  bool workspace_identity = false;
   bool workspace_writable = true;
   std::vector<std::string> ro_binds;
   Network network = Network::none;

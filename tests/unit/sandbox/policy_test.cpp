@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "sandbox/policy.h"
 
@@ -103,4 +105,35 @@ TEST_CASE("workspaces that would expose the host, a home or the state dir are re
   CHECK(!check_workspace_root("/home/someone", ""));
   CHECK(!check_workspace_root("/home", ""));
   CHECK(check_workspace_root("/home/someone/project", "/home/someone/.local/state/kiln"));
+}
+
+TEST_CASE("the host's own folders are never a workspace (a root-run sandbox would rewrite the system)") {
+  for (const char* sys : {"/etc", "/etc/nginx", "/usr", "/usr/lib/x", "/boot", "/var/lib/postgresql", "/var/log",
+                          "/run/user", "/proc/1", "/root/project"}) {
+    auto r = check_workspace_root(sys, "");
+    CHECK_MESSAGE(!r, sys);
+    if (!r) CHECK(r.error().message.find("system folder") != std::string::npos);
+  }
+  CHECK(check_workspace_root("/var/www/site", ""));
+  CHECK(check_workspace_root("/srv/app", ""));
+  CHECK(check_workspace_root("/tmp/proj", ""));
+  CHECK(check_workspace_root("/var/tmp/proj", ""));
+}
+
+TEST_CASE("a workspace is refused where kiln would mount a folder the checks did not see") {
+  // workspace_identity opens without following links: a link anywhere in the path is an error.
+  char tmpl[] = "/tmp/kiln-ident-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  std::string dir = tmpl;
+  REQUIRE(::mkdir((dir + "/real").c_str(), 0755) == 0);
+  REQUIRE(::symlink("real", (dir + "/link").c_str()) == 0);
+  auto a = workspace_identity(dir + "/real");
+  REQUIRE(a);
+  CHECK_FALSE(workspace_identity(dir + "/link"));
+  struct stat st {};
+  REQUIRE(::stat((dir + "/real").c_str(), &st) == 0);
+  CHECK(a->ino == std::uint64_t(st.st_ino));
+  ::unlink((dir + "/link").c_str());
+  ::rmdir((dir + "/real").c_str());
+  ::rmdir(dir.c_str());
 }
