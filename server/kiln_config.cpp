@@ -3,10 +3,10 @@
 #include "server/kiln_config.h"
 
 #include <algorithm>
-#include <set>
 
 #include <fmt/format.h>
 
+#include "protocol/json_duplicates.h"
 #include "protocol/json_schema.h"
 #include "sandbox/secrets.h"
 #include "schemas/embedded.h"
@@ -88,64 +88,20 @@ std::string parser_message(const char* what) {
   return out;
 }
 
-// nlohmann keeps the last of two equal keys without a word; in a hand-edited file the first one is
-// usually the one the user is looking at, so a duplicate is an error.
-struct DuplicateKeyFinder {
-  struct Frame {
-    bool object = false;
-    std::set<std::string> keys;
-    std::string key;
-    std::size_t index = 0;
-  };
-  std::vector<Frame> stack;
-  std::optional<Error> found;
-
-  void element_done() {
-    if (!stack.empty() && !stack.back().object) ++stack.back().index;
-  }
-
-  std::string pointer_to_top() const {
-    std::string p;
-    for (std::size_t i = 0; i + 1 < stack.size(); ++i) {
-      p += "/" + (stack[i].object ? escape_segment(stack[i].key) : std::to_string(stack[i].index));
-    }
-    return p;
-  }
-
-  bool operator()(int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: stack.push_back(Frame{true}); break;
-      case json::parse_event_t::array_start: stack.push_back(Frame{false}); break;
-      case json::parse_event_t::key: {
-        if (stack.empty() || !parsed.is_string()) break;
-        auto& top = stack.back();
-        top.key = parsed.get<std::string>();
-        if (!top.keys.insert(top.key).second && !found) {
-          found = config_error(pointer_to_top(), fmt::format("duplicate key {}; JSON keeps only the last one, "
-                                                             "so remove or merge the other",
-                                                             as_json(top.key)));
-        }
-        break;
-      }
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!stack.empty()) stack.pop_back();
-        element_done();
-        break;
-      case json::parse_event_t::value: element_done(); break;
-    }
-    return true;
-  }
-};
-
 Result<json> parse_json(std::string_view text) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return std::unexpected(config_error("", "the file is empty; write {} (or delete the file) for the defaults"));
   }
-  DuplicateKeyFinder dupes;
+  // nlohmann keeps the last of two equal keys without a word; in a hand-edited file the first one
+  // is usually the one the user is looking at, so a duplicate is an error.
+  std::optional<protocol::DuplicateKey> dup;
   try {
-    json j = json::parse(text.begin(), text.end(), std::ref(dupes));
-    if (dupes.found) return std::unexpected(*dupes.found);
+    json j = protocol::parse_noting_duplicates(text, dup);
+    if (dup) {
+      return std::unexpected(config_error(dup->pointer, fmt::format("duplicate key {}; JSON keeps only the last one, "
+                                                                    "so remove or merge the other",
+                                                                    as_json(dup->key))));
+    }
     return j;
   } catch (const json::parse_error& e) {
     auto [line, column] = line_column(text, e.byte);

@@ -3,6 +3,7 @@
 // guards /proc/sys by uid and mode only). 36: many sandboxes at once stay within the server's
 // ceilings. 20: a run that fills the disk is stopped from outside.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -174,3 +175,81 @@ test('case 20/36: below the free-space reserve no run starts, and the error says
     await s.close();
   }
 });
+
+test('case 31: no set-id file can be made in the workspace (as root it would be a setuid-root program on the host)', async () => {
+  const script = [
+    'cp /bin/true t1; chmod 4755 t1; chmod u+s t1; chmod 2755 t1; chmod g+s t1',
+    'install -m 4755 /bin/true t2',
+    'mkdir d1; chmod 2775 d1',
+    `python3 -c "import os,stat
+for name, f in (('p1', lambda: os.close(os.open('p1', os.O_CREAT | os.O_WRONLY, 0o4755))),
+                ('p2', lambda: os.mknod('p2', stat.S_IFREG | 0o6755)),
+                ('p3', lambda: (open('p3', 'w').close(), os.chmod('p3', 0o4755))),
+                ('p4', lambda: (open('p4', 'w').close(), os.chmod(os.open('p4', os.O_RDONLY), 0o2755)))):
+    try: f()
+    except OSError as e: print(name, e.errno)"`,
+    'true',
+  ].join('; ');
+  const r = await exec(k, script, { timeout_s: 60 });
+  const found = [];
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      const st = fs.lstatSync(p);
+      if (st.mode & 0o6000) found.push(`${p} ${(st.mode & 0o7777).toString(8)}`);
+      if (e.isDirectory()) walk(p);
+    }
+  };
+  walk(k.ws);
+  assert.deepEqual(found, [], `set-id files on the host after ${r.out.slice(0, 600)}`);
+});
+
+test('case 31: swapping the workspace folder for a link while the sandbox is built never mounts the link\'s target', async (t) => {
+  if (!isRoot) return t.skip('needs root: the victim folder is one only root can write, the attacker the plain user kilntest');
+  const { execFileSync, spawn } = await import('node:child_process');
+  const base = fs.mkdtempSync('/tmp/kiln-swap-');
+  const victim = fs.mkdtempSync('/var/tmp/kiln-victim-');
+  fs.chmodSync(victim, 0o700);
+  const flip = path.join(base, 'flip');
+  fs.writeFileSync(`${flip}.c`, `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <time.h>
+int main(int c, char** v) { time_t end = time(0) + 30; while (time(0) < end) renameat2(AT_FDCWD, v[1], AT_FDCWD, v[2], RENAME_EXCHANGE); return 0; }
+`);
+  execFileSync('cc', ['-O1', '-o', flip, `${flip}.c`]);
+  fs.chmodSync(base, 0o755);
+  fs.chmodSync(flip, 0o755);
+  const shared = path.join(base, 'shared');
+  fs.mkdirSync(shared);
+  fs.mkdirSync(path.join(shared, 'proj'));
+  fs.symlinkSync(path.relative(shared, victim), path.join(shared, 'alt'));
+  execFileSync('chown', ['-R', 'kilntest:kilntest', shared]);
+  const flipper = spawn('runuser', ['-u', 'kilntest', '--', flip, path.join(shared, 'proj'), path.join(shared, 'alt')], { stdio: 'ignore' });
+  try {
+    const state = fs.mkdtempSync('/tmp/kiln-swap-state-');
+    let ran = 0;
+    for (let i = 0; i < 60; i++) {
+      const r = spawnSyncKiln(['--state-dir', state, 'run', '--workspace', path.join(shared, 'proj'), '--', 'sh', '-c', `touch ESCAPED_${i}`]);
+      if (r.status === 0) ran++;
+    }
+    t.diagnostic(`${ran} of 60 runs got a sandbox while the folder was being swapped`);
+    const escaped = fs.readdirSync(victim);
+    assert.deepEqual(escaped, [], `runs wrote into the root-only folder the link points to: ${escaped.join(', ')}`);
+    fs.rmSync(state, { recursive: true, force: true });
+  } finally {
+    if (flipper.exitCode === null && flipper.signalCode === null) {
+      const gone = new Promise((resolve) => flipper.once('exit', resolve));
+      flipper.kill('SIGKILL');
+      await gone;
+    }
+    // runuser does not pass SIGKILL on to the flipper it started (which stops by itself in 30 s).
+    spawnSync('pkill', ['-KILL', '-f', flip]);
+    fs.rmSync(base, { recursive: true, force: true });
+    fs.rmSync(victim, { recursive: true, force: true });
+  }
+});
+
+function spawnSyncKiln(args) {
+  return spawnSync(k.bin, args, { encoding: 'utf8', timeout: 60000 });
+}
