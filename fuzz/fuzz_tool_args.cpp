@@ -6,6 +6,7 @@
 #include "fuzz/fuzz_server_env.h"
 #include "protocol/json_schema.h"
 #include "server/methods.h"
+#include "server/principal.h"
 #include "server/session_state.h"
 #include "server/workspace_opening.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 struct Harness {
   kiln::fuzz::ServerEnv& env = kiln::fuzz::server_env();
-  srv::SessionState state{*env.store};
+  srv::SessionState state{*env.store, srv::local_principal()};
   std::vector<json> defs = env.registry.definitions();
   Harness() {
     auto r = srv::open_workspace_folder(state, env.ws_dir, "fuzz", false);

@@ -52,6 +52,10 @@ def dead(pid):
 def main():
     ws = tempfile.mkdtemp(prefix="kiln-helper-check-")
     home = os.path.expanduser("~")
+    if not os.access(home, os.W_OK):
+        # A system user made without a home (useradd by another suite): plant the bait in a temp one.
+        home = tempfile.mkdtemp(prefix="kiln-helper-home-")
+        os.environ["HOME"] = home
     # A host secret and a link to it planted in the workspace (cases 1 and 3).
     secret_dir = os.path.join(home, ".ssh")
     os.makedirs(secret_dir, exist_ok=True)
