@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "core/path_nesting.h"
+
 namespace kiln::server {
 
 namespace {
@@ -45,6 +47,10 @@ Result<OpenedWorkspace> open_workspace_folder(SessionState& state, const std::st
   }
   std::string canonical = std::filesystem::canonical(path, ec).string();
   if (ec) return fail(Errc::io, fmt::format("cannot resolve {}: {}", path, ec.message()));
+
+  // Before the folder is registered: a workspace that is, holds or sits in the state directory
+  // would hand file tools the token, the secrets and other principals' traces.
+  if (auto apart = check_apart_from_state_dir(canonical, state.store().dir()); !apart) return std::unexpected(apart.error());
 
   OpenedWorkspace out;
   auto rec = state.store().open_workspace(canonical, name, &out.is_new);
