@@ -150,6 +150,34 @@ describe('case 32: another local user and a root-run kiln serve --mcp on loopbac
     assert.match(r.stderr, /belongs to uid/);
     assert.ok(!fs.existsSync(path.join(home, 'mcp-token')), 'no token was written into it');
   });
+
+  // H5: another user plants the state dir's name as a symlink to a folder of root's (in a folder
+  // of theirs, or straight in sticky /tmp); root's kiln must neither chmod it nor write the token.
+  test('a state directory that another user planted as a symlink, or under a folder of theirs, is refused', { skip: why ?? false }, () => {
+    const victim = tempDir('kiln-sec-victim-');  // root's, as /root would be
+    fs.chmodSync(victim, 0o755);
+    const as = (...cmd) => spawnSync('runuser', ['-u', ATTACKER, '--', ...cmd], { encoding: 'utf8' });
+    const shared = path.join('/tmp', `kiln-sec-shared-${rand()}`);
+    const inTmp = path.join('/tmp', `kiln-sec-st-${rand()}`);
+    try {
+      assert.equal(as('mkdir', '-m', '0755', shared).status, 0);
+      assert.equal(as('ln', '-s', victim, path.join(shared, 'st3')).status, 0);
+      assert.equal(as('ln', '-s', victim, inTmp).status, 0);
+      for (const [dir, why] of [[path.join(shared, 'st3'), /symlink/], [inTmp, /symlink/], [path.join(shared, 'new'), /belongs to uid/]]) {
+        for (const argv of [['--state-dir', dir, 'serve', '--print-token'], ['serve', '--mcp', '--listen', '127.0.0.1:0', '--state-dir', dir]]) {
+          const r = spawnSync(kilnBin(), argv, { env: kilnEnv(dir), encoding: 'utf8', timeout: 30000 });
+          assert.notEqual(r.status, 0, `${argv.join(' ')} was accepted: ${r.stdout}`);
+          assert.match(r.stderr, why, argv.join(' '));
+        }
+        assert.equal(fs.statSync(victim).mode & 0o777, 0o755, `${dir}: the folder it points at was chmodded`);
+        assert.ok(!fs.existsSync(path.join(victim, 'mcp-token')), `${dir}: a token was written where it points`);
+      }
+      assert.ok(!fs.existsSync(path.join(shared, 'new')), 'nothing was made under the other user\'s folder');
+    } finally {
+      fs.rmSync(shared, { recursive: true, force: true });
+      fs.rmSync(inTmp, { force: true });
+    }
+  });
 });
 
 describe('case 32 as any user: loopback is no credential', () => {
