@@ -203,6 +203,10 @@ test('the state directory, anything inside it and anything holding it are refuse
       assert.match(errorText(r), /state directory/, p);
       assert.doesNotMatch(JSON.stringify(r), /hunter2/);
     }
+    const made = await call(s, 'workspace_open', { path: path.join(secrets, 'made', 'deeper'), create: true });
+    assert.equal(made.isError, true);
+    assert.match(errorText(made), /state directory/);
+    assert.ok(!fs.existsSync(path.join(secrets, 'made')), 'nothing was created inside the state directory');
     const read = await call(s, 'file_read', { path: 'MYTOKEN' });
     assert.equal(read.isError, true);
     assert.doesNotMatch(JSON.stringify(read), /hunter2/);
