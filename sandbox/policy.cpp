@@ -1,6 +1,7 @@
 // Policy merging, environment filtering and the helper spec.
 #include "sandbox/policy.h"
 
+#include "core/path_nesting.h"
 #include "core/quote.h"
 
 #include <fcntl.h>
@@ -243,14 +244,9 @@ Result<void> check_workspace_root(const std::string& root, const std::string& st
   };
   if (r == "/") return fail(Errc::invalid_argument, "refusing to sandbox with / as the workspace: it would expose the whole host");
   if (auto sys = refuse_system_folder(r); !sys) return sys;
-  if (!state_dir.empty()) {
-    fs::path s = fs::weakly_canonical(state_dir, ec);
-    if (!ec && is_within(s, r))
-      return fail(Errc::invalid_argument,
-                  fmt::format("refusing to sandbox workspace {}: it contains Kiln's state directory {} (traces, "
-                              "secrets); open a folder inside it instead",
-                              r.string(), s.string()));
-  }
+  // By device and inode, both ways: a workspace inside the state directory would hand the sandbox
+  // the token, the secrets and other principals' traces as plain files.
+  if (auto apart = check_apart_from_state_dir(r.string(), state_dir); !apart) return apart;
   std::vector<fs::path> homes;
   if (const char* h = std::getenv("HOME"); h && *h) homes.push_back(fs::weakly_canonical(h, ec));
   if (auto* pw = ::getpwuid(::getuid())) homes.push_back(fs::weakly_canonical(pw->pw_dir, ec));

@@ -170,7 +170,8 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   so.on_readable = [&cache] { cache.on_events(); };
   if (mcp) {
     so.endpoints.push_back(http::Endpoint{"/mcp", options.max_message_bytes,
-                                          [m = mcp.get()](http::Request r) { return m->handle(std::move(r)); }});
+                                          [m = mcp.get()](http::Request r) { return m->handle(std::move(r)); },
+                                          [m = mcp.get()](const http::Request& r) { return m->screen(r); }});
   }
   auto server = http::Server::bind(so, ctx);
   if (!server) {

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "core/path_nesting.h"
+
 #include "sandbox/manager.h"
 #include "server/principal.h"
 #include "server/run_tracing.h"
@@ -60,6 +62,11 @@ int verify_command(const VerifyOptions& o, const std::string& state_dir) {
   auto root = workspace::Root::open_resolved(ws);
   if (!root) {
     std::fprintf(stderr, "kiln verify: %s\n", root.error().message.c_str());
+    return 2;
+  }
+  // Before the folder is registered or a check runs: never the state directory, in it or around it.
+  if (auto apart = check_apart_from_state_dir(root->path(), state_dir); !apart) {
+    std::fprintf(stderr, "kiln verify: %s\n", apart.error().message.c_str());
     return 2;
   }
   // Ctrl-C cancels the running check (its whole tree is killed) and the rest; the result and the

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,10 @@ struct Endpoint {
   std::string path;  // matched exactly, query ignored
   std::size_t body_limit = 0;
   std::function<Response(Request)> handler;
+  // Asked with the request head alone (empty body) as soon as it is complete, on the io thread,
+  // so it must be quick. A refusal it returns goes out at once with `Connection: close` and the
+  // body is never read: a caller without a token cannot hold a connection by trickling a body.
+  std::function<std::optional<Response>(const Request&)> screen;
 };
 
 struct ServerOptions {

@@ -108,13 +108,15 @@ class Session : public std::enable_shared_from_this<Session> {
     flush_stream();
   }
 
-  // Set while the connection waits for a request head (steady-clock ticks since when), 0
-  // otherwise; read from the accept strand to pick whom to evict, and cleared there when picked.
+  // Set while the connection waits for a request head, reads a request body or drains a refused
+  // one (steady-clock ticks since the head wait began), 0 otherwise; read from the accept strand
+  // to pick whom to evict, and cleared there when picked. A body counts too: a peer trickling one
+  // byte a second must not hold a slot that a real client needs.
   std::atomic<std::int64_t> head_wait_since{0};
 
   // On the connection's strand, after evict_oldest_waiting chose it.
   void evict() {
-    if (awaiting_head_) close();
+    if (evictable_) close();
   }
 
  private:
@@ -132,26 +134,99 @@ class Session : public std::enable_shared_from_this<Session> {
     endpoint_ = nullptr;
     // One deadline for the whole head, however slowly it trickles in (slowloris).
     stream_.expires_after(srv_.options.header_timeout);
-    awaiting_head_ = true;
+    evictable_ = true;
     head_wait_since = std::max<std::int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count());
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
 
   // The body limit depends on who serves the path, so it is set between header and body.
+  // What an endpoint can refuse without the body (Host, Origin, token, method, media type) is
+  // refused here, before a byte of it is read.
   void on_header(beast::error_code ec, std::size_t n) {
-    awaiting_head_ = false;
-    head_wait_since = 0;
-    if (ec) return on_read(ec, n);
+    if (ec) {
+      not_evictable();
+      return on_read(ec, n);
+    }
     stream_.expires_after(srv_.options.read_timeout);  // the body has a deadline of its own
     endpoint_ = srv_.endpoint_for(parser_->get().target());
     if (endpoint_) body_limit_ = endpoint_->body_limit;
     if (auto length = parser_->content_length(); length && *length > body_limit_) {
+      not_evictable();
       return on_read(bhttp::error::body_limit, 0);
     }
+    if (endpoint_) {
+      auto& m = parser_->get();
+      // A repeated security header could mean two things to two readers: refuse it outright.
+      for (std::string_view name : {"Host", "Origin", "Authorization", "Content-Type", "Mcp-Session-Id",
+                                    "MCP-Protocol-Version", "Last-Event-ID"}) {
+        if (m.count(name) > 1) {
+          not_evictable();
+          return fail(400, fmt::format("The {} header appears more than once.", name));
+        }
+      }
+      // Only a body still to come is worth screening for: without one, the handler answers at
+      // once and the connection may stay open.
+      if (endpoint_->screen && !parser_->is_done()) {
+        if (auto refusal = endpoint_->screen(head_request(m))) {
+          not_evictable();
+          return refuse_early(std::move(*refusal));
+        }
+      }
+    }
     parser_->body_limit(body_limit_);  // a chunked body counts against it as it arrives
-    if (parser_->is_done()) return on_read({}, 0);
-    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+    if (parser_->is_done()) {
+      not_evictable();
+      return on_read({}, 0);
+    }
+    // Still evictable while the body arrives (head_wait_since keeps its place in the queue).
+    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_body, shared_from_this()));
+  }
+
+  void on_body(beast::error_code ec, std::size_t n) {
+    not_evictable();
+    on_read(ec, n);
+  }
+
+  void not_evictable() {
+    evictable_ = false;
+    head_wait_since = 0;
+  }
+
+  // Everything of the request but its body, as the router and endpoints see it.
+  Request head_request(const bhttp::request<bhttp::string_body>& m) const {
+    Request req;
+    req.method = std::string(m.method_string());
+    req.target = std::string(m.target());
+    req.host = std::string(m[bhttp::field::host]);
+    req.authorization = std::string(m[bhttp::field::authorization]);
+    req.cookie = std::string(m[bhttp::field::cookie]);
+    req.if_none_match = std::string(m[bhttp::field::if_none_match]);
+    req.if_range = std::string(m[bhttp::field::if_range]);
+    req.range = std::string(m[bhttp::field::range]);
+    req.content_type = std::string(m[bhttp::field::content_type]);
+    req.accept = std::string(m[bhttp::field::accept]);
+    req.sec_fetch_mode = std::string(m["Sec-Fetch-Mode"]);
+    req.client = client_;
+    req.client_is_local = local_;
+    if (endpoint_) {
+      // Accept is a list, and a list may come in several lines (RFC 9110 5.3).
+      if (m.count(bhttp::field::accept) > 1) {
+        req.accept.clear();
+        for (const auto& f : m) {
+          if (f.name() != bhttp::field::accept) continue;
+          if (!req.accept.empty()) req.accept.append(", ");
+          req.accept.append(f.value());
+        }
+      }
+      req.has_origin = m.find(bhttp::field::origin) != m.end();
+      req.origin = std::string(m[bhttp::field::origin]);
+      req.has_protocol_version = m.find("MCP-Protocol-Version") != m.end();
+      req.mcp_protocol_version = std::string(m["MCP-Protocol-Version"]);
+      req.mcp_session_id = std::string(m["Mcp-Session-Id"]);
+      req.last_event_id = std::string(m["Last-Event-ID"]);
+    }
+    return req;
   }
 
   static std::string size_text(std::size_t n) {
@@ -173,42 +248,9 @@ class Session : public std::enable_shared_from_this<Session> {
     busy_ = true;
     auto& m = parser_->get();
     keep_alive_ = m.keep_alive();
-    Request req;
-    req.method = std::string(m.method_string());
-    req.target = std::string(m.target());
-    req.host = std::string(m[bhttp::field::host]);
-    req.authorization = std::string(m[bhttp::field::authorization]);
-    req.cookie = std::string(m[bhttp::field::cookie]);
-    req.if_none_match = std::string(m[bhttp::field::if_none_match]);
-    req.if_range = std::string(m[bhttp::field::if_range]);
-    req.range = std::string(m[bhttp::field::range]);
-    req.content_type = std::string(m[bhttp::field::content_type]);
-    req.accept = std::string(m[bhttp::field::accept]);
-    req.sec_fetch_mode = std::string(m["Sec-Fetch-Mode"]);
+    Request req = head_request(m);
     req.body = std::move(m.body());
-    req.client = client_;
-    req.client_is_local = local_;
     if (endpoint_) {
-      // A repeated security header could mean two things to two readers: refuse it outright.
-      for (std::string_view name : {"Host", "Origin", "Authorization", "Content-Type", "Mcp-Session-Id",
-                                    "MCP-Protocol-Version", "Last-Event-ID"}) {
-        if (m.count(name) > 1) return fail(400, fmt::format("The {} header appears more than once.", name));
-      }
-      // Accept is a list, and a list may come in several lines (RFC 9110 5.3).
-      if (m.count(bhttp::field::accept) > 1) {
-        req.accept.clear();
-        for (const auto& f : m) {
-          if (f.name() != bhttp::field::accept) continue;
-          if (!req.accept.empty()) req.accept.append(", ");
-          req.accept.append(f.value());
-        }
-      }
-      req.has_origin = m.find(bhttp::field::origin) != m.end();
-      req.origin = std::string(m[bhttp::field::origin]);
-      req.has_protocol_version = m.find("MCP-Protocol-Version") != m.end();
-      req.mcp_protocol_version = std::string(m["MCP-Protocol-Version"]);
-      req.mcp_session_id = std::string(m["Mcp-Session-Id"]);
-      req.last_event_id = std::string(m["Last-Event-ID"]);
       http11_ = m.version() >= 11;
       net::post(srv_.endpoint_pool, [self = shared_from_this(), req = std::move(req), ep = endpoint_]() mutable {
         Response r = ep->handler(std::move(req));
@@ -235,6 +277,15 @@ class Session : public std::enable_shared_from_this<Session> {
     r.status = status;
     r.body = fmt::format("{} {}: {}\n", status, reason_phrase(status), text);
     r.headers.emplace_back("Content-Type", "text/plain; charset=utf-8");
+    write(std::move(r));
+  }
+
+  // A screen's refusal: the unread body is drained (briefly, and evictably), never parsed.
+  void refuse_early(Response r) {
+    busy_ = true;
+    keep_alive_ = false;
+    drain_ = true;
+    http11_ = parser_->get().version() >= 11;
     write(std::move(r));
   }
 
@@ -355,6 +406,9 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.expires_after(std::chrono::seconds(2));
+    // A peer trickling the rest must not hold the slot either.
+    evictable_ = true;
+    head_wait_since = std::max<std::int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count());
     discard_.assign(4096, '\0');
     drain_some(0);
   }
@@ -421,7 +475,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void end_streaming(bool cut);
 
   Server::Impl& srv_;
-  bool awaiting_head_ = false;  // on the strand; head_wait_since is its cross-thread shadow
+  bool evictable_ = false;  // on the strand; head_wait_since is its cross-thread shadow
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;

@@ -403,6 +403,24 @@ Response Endpoint::handle(Request request) {
   return r;
 }
 
+std::optional<Response> Endpoint::screen(const Request& head) {
+  auto caller = impl_->check_caller(head);
+  if (auto* refusal = std::get_if<Response>(&caller)) return std::move(*refusal);
+  if (head.method == "POST") {
+    // The same two refusals post() starts with, in the same order.
+    if (!accepts(head.accept, "application/json") || !accepts(head.accept, "text/event-stream")) {
+      return refuse(406, "Not Acceptable: POST needs 'Accept: application/json, text/event-stream'");
+    }
+    if (!is_json_content_type(head.content_type)) {
+      return refuse(415, "Unsupported Media Type: POST one JSON-RPC message as 'Content-Type: application/json'");
+    }
+    return std::nullopt;
+  }
+  if (head.method == "GET" || head.method == "DELETE") return std::nullopt;
+  // Any other method: handle's 405 (with Allow) needs no body either.
+  return handle(head);
+}
+
 void Endpoint::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
 
 std::size_t Endpoint::session_count() const { return impl_->session_count(); }

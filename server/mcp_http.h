@@ -41,6 +41,11 @@ class Endpoint {
   // One request to /mcp. Thread-safe; answers promptly (tool calls run on the session's workers).
   http::Response handle(http::Request request);
 
+  // The refusal `handle` would give whatever the body says (Host, Origin, token, method, Accept
+  // and Content-Type of a POST), from the head alone; nullopt when only the body can decide.
+  // Quick (a hash and some comparisons), so the connection asks it on its io thread.
+  std::optional<http::Response> screen(const http::Request& head);
+
   // Ends every session: streams cut, requests cancelled; waits up to `grace` for their handlers.
   void shutdown(std::chrono::milliseconds grace);
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/mcp_params.h"
 #include "server/methods.h"
@@ -84,7 +85,7 @@ MethodResult prompts_get(MethodEnv&, const json& params) {
   auto p = protocol::decode_get_prompt(params);
   if (!p) return std::unexpected(RpcError{protocol::kInvalidParams, p.error().message});
   if (p->name != "fix_failing_checks") {
-    return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown prompt '" + p->name +
+    return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown prompt '" + bounded(p->name) +
                                                                   "' (available: fix_failing_checks)"});
   }
   return json{{"description", prompt_definitions()[0]["description"]},

@@ -10,6 +10,7 @@
 
 #include <sodium.h>
 
+#include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/mcp_params.h"
 #include "server/methods.h"
@@ -43,10 +44,10 @@ bool is_trace_uri(const std::string& uri) { return uri.starts_with(kTracePrefix)
 std::expected<json, RpcError> trace_resource(MethodEnv& env, const std::string& uri) {
   if (!env.server.traces)
     return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: this server keeps no traces",
-                                    json{{"uri", uri}}});
+                                    json{{"uri", bounded(uri)}}});
   auto doc = trace_document(*env.server.traces, uri.substr(kTracePrefix.size()), 4096, env.state.principal());
   if (!doc) return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + doc.error().message,
-                                            json{{"uri", uri}}});
+                                            json{{"uri", bounded(uri)}}});
   return *doc;
 }
 
@@ -61,15 +62,15 @@ std::expected<UriTarget, RpcError> resolve_uri(MethodEnv& env, const std::string
   std::string path = path_from_file_uri(uri);
   if (path.empty()) {
     return std::unexpected(RpcError{protocol::kInvalidParams,
-                                    "Invalid params: '" + uri + "' is not a file:// URI of the workspace",
-                                    json{{"uri", uri}}});
+                                    "Invalid params: '" + bounded(uri) + "' is not a file:// URI of the workspace",
+                                    json{{"uri", bounded(uri)}}});
   }
   auto ws = env.state.workspace_for(json::object());
-  if (!ws) return std::unexpected(RpcError{protocol::kResourceNotFound, ws.error().message, json{{"uri", uri}}});
+  if (!ws) return std::unexpected(RpcError{protocol::kResourceNotFound, ws.error().message, json{{"uri", bounded(uri)}}});
   auto rel = (*ws)->root->relative(path);
   if (!rel) {
     return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + rel.error().message,
-                                    json{{"uri", uri}}});
+                                    json{{"uri", bounded(uri)}}});
   }
   return UriTarget{*ws, *rel};
 }
@@ -98,7 +99,7 @@ MethodResult resources_list(MethodEnv& env, const json& params) {
   if (*cursor) {
     const std::string& c = **cursor;
     if (c.empty() || c.size() > 12 || !std::ranges::all_of(c, [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown cursor '" + c + "'"});
+      return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown cursor '" + bounded(c) + "'"});
     }
     offset = std::stoul(c);
   }
@@ -140,7 +141,7 @@ MethodResult resources_list(MethodEnv& env, const json& params) {
 MethodResult resources_templates_list(MethodEnv& env, const json& params) {
   auto cursor = protocol::cursor(params);
   if (!cursor) return std::unexpected(RpcError{protocol::kInvalidParams, cursor.error().message});
-  if (*cursor) return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown cursor '" + **cursor + "'"});
+  if (*cursor) return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown cursor '" + bounded(**cursor) + "'"});
   json templates = json::array();
   if (env.server.traces)
     templates.push_back({{"uriTemplate", std::string(kTracePrefix) + "{id}"},
@@ -171,19 +172,19 @@ MethodResult resources_read(MethodEnv& env, const json& params) {
   auto fd = target->ws->root->open(target->rel, O_RDONLY);
   if (!fd) {
     return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + fd.error().message,
-                                    json{{"uri", p->uri}}});
+                                    json{{"uri", bounded(p->uri)}}});
   }
   struct stat st {};
   if (::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + p->uri + " is not a file",
-                                    json{{"uri", p->uri}}});
+    return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + bounded(p->uri) + " is not a file",
+                                    json{{"uri", bounded(p->uri)}}});
   }
   if (std::size_t(st.st_size) > kMaxResourceBytes) {
     return std::unexpected(RpcError{protocol::kInvalidParams,
                                     fmt::format("{} is {} bytes, more than resources/read returns ({}); use the "
                                                 "file_read tool with offset/limit to page through it",
-                                                p->uri, st.st_size, kMaxResourceBytes),
-                                    json{{"uri", p->uri}}});
+                                                bounded(p->uri), st.st_size, kMaxResourceBytes),
+                                    json{{"uri", bounded(p->uri)}}});
   }
   std::string data;
   data.resize(std::size_t(st.st_size));
@@ -240,7 +241,7 @@ MethodResult completion_complete(MethodEnv& env, const json& params) {
   const std::string& prefix = p->argument_value;
   if (p->ref_type == "ref/prompt") {
     if (p->ref_name_or_uri != "fix_failing_checks") {
-      return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown prompt '" + p->ref_name_or_uri + "'"});
+      return std::unexpected(RpcError{protocol::kInvalidParams, "Invalid params: unknown prompt '" + bounded(p->ref_name_or_uri) + "'"});
     }
     if (p->argument_name == "workspace") {
       auto list = env.state.store().list_workspaces();

@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/jsonrpc.h"
 #include "protocol/mcp_params.h"
@@ -29,6 +30,15 @@ using nlohmann::json;
 namespace proto = kiln::protocol;
 
 namespace {
+
+// An error's `data` with every string in it quoted through bounded(), however deep.
+json bounded_data(const json& data) {
+  if (data.is_string()) return bounded(data.get_ref<const std::string&>());
+  if (!data.is_structured()) return data;
+  json out = data;
+  for (auto& v : out) v = bounded_data(v);
+  return out;
+}
 
 // One request being served. `mu` orders progress notifications before the reply and stops
 // anything from being sent after it (or after a cancellation).
@@ -89,8 +99,10 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
           send(proto::make_response(req->id, *result));
         } else {
           const auto& e = result.error();
-          send(proto::make_error(req->id, e.code, e.message,
-                                 e.data.is_null() ? std::nullopt : std::optional<json>(e.data)));
+          // Every error passes here: whatever a handler echoed of the request (a method name, a
+          // URI in `data`), the reply stays far below the 1 MiB a message may take.
+          send(proto::make_error(req->id, e.code, bounded(e.message, kMessageBytes),
+                                 e.data.is_null() ? std::nullopt : std::optional<json>(bounded_data(e.data))));
         }
       }
     }
@@ -183,7 +195,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     if (m.method == "initialize") return reply(req, initialize(m.params));
     if (m.method == "ping") return reply(req, json::object());
     if (!is_known_method(m.method)) {
-      return reply(req, std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + m.method}));
+      return reply(req, std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + bounded(m.method)}));
     }
     if (phase == Phase::awaiting_initialize) {
       return reply(req, std::unexpected(RpcError{proto::kInvalidRequest,
@@ -257,7 +269,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
       else if (method == "prompts/list") result = prompts_list(env, params);
       else if (method == "prompts/get") result = prompts_get(env, params);
       else if (method == "completion/complete") result = completion_complete(env, params);
-      else result = std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + method});
+      else result = std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + bounded(method)});
     } catch (const std::exception& e) {
       // A handler bug must not take the session down; it is the one true internal error.
       spdlog::error("internal error in {}: {}", method, e.what());

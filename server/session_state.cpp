@@ -4,6 +4,8 @@
 #include <chrono>
 #include <fmt/format.h>
 
+#include "core/path_nesting.h"
+
 #include "workspace/state_store.h"
 
 namespace kiln::server {
@@ -11,6 +13,7 @@ namespace kiln::server {
 Result<std::shared_ptr<const OpenWorkspace>> SessionState::open_and_select(const std::string& id,
                                                                            const std::string& name,
                                                                            const std::string& root_path) {
+  if (auto apart = check_apart_from_state_dir(root_path, store_.dir()); !apart) return std::unexpected(apart.error());
   auto root = workspace::Root::open_resolved(root_path);
   if (!root) return std::unexpected(root.error());
   auto ws = std::make_shared<OpenWorkspace>();
@@ -45,7 +48,9 @@ Result<std::shared_ptr<const OpenWorkspace>> SessionState::workspace_for(const n
     return fail(Errc::not_found, fmt::format("unknown workspace '{}': call workspace_list to see the known ones, "
                                              "or workspace_open to add a folder", wanted));
   }
-  // Naming another workspace does not change the current one.
+  // Naming another workspace does not change the current one. A record an older Kiln made for a
+  // folder in the state directory is refused here, each time it is named.
+  if (auto apart = check_apart_from_state_dir((*rec)->root, store_.dir()); !apart) return std::unexpected(apart.error());
   auto root = workspace::Root::open_resolved((*rec)->root);
   if (!root) return std::unexpected(root.error());
   auto ws = std::make_shared<OpenWorkspace>();

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "core/path_nesting.h"
+
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
@@ -94,6 +96,11 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   auto root = workspace::Root::open_resolved(ws);
   if (!root) {
     std::fprintf(stderr, "kiln run: %s\n", root.error().message.c_str());
+    return 125;
+  }
+  // Before the folder is registered or a check runs: never the state directory, in it or around it.
+  if (auto apart = check_apart_from_state_dir(root->path(), state_dir); !apart) {
+    std::fprintf(stderr, "kiln run: %s\n", apart.error().message.c_str());
     return 125;
   }
   // Signals are taken by a thread that cancels the run, so Ctrl-C kills the sandboxed tree and

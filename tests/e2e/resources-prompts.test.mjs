@@ -123,3 +123,31 @@ test('file changes notify resource subscribers', async () => {
   assert.deepEqual(updates, [uri]);
   await s.client.unsubscribeResource({ uri });
 });
+
+// H12: an error quotes the start of what it was sent, never all of it (no message over 1 MiB).
+test('errors for a 4 MiB URI, method or prompt name stay small', async () => {
+  const { RawServer } = await import('../lib/kiln.mjs');
+  const srv = new RawServer({ args: ['--workspace', ws] });
+  try {
+    await srv.initialize();
+    const huge = 'x'.repeat(4 << 20);
+    const cases = [
+      ['resources/read', { uri: `file://${ws}/${huge}` }],
+      ['resources/read', { uri: `kiln://trace/${huge}` }],
+      ['resources/read', { uri: `gopher://${huge}` }],
+      ['resources/subscribe', { uri: `file://${ws}/${huge}` }],
+      ['resources/subscribe', { uri: `kiln://trace/${huge}` }],
+      ['prompts/get', { name: huge }],
+      [`no/such/${huge}`, {}],
+    ];
+    let id = 100;
+    for (const [method, params] of cases) {
+      const r = await srv.request(++id, method, params, 20000);
+      assert.ok(r.error, `${method.slice(0, 40)}: an error`);
+      const size = JSON.stringify(r).length;
+      assert.ok(size < 64 * 1024, `${method.slice(0, 40)} ${JSON.stringify(params).slice(0, 40)}: a ${size}-byte error`);
+    }
+  } finally {
+    await srv.close();
+  }
+});

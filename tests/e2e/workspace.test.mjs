@@ -6,7 +6,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
-import { connectClient, copySample, errorText, structured, tempDir } from '../lib/kiln.mjs';
+import { spawnSync } from 'node:child_process';
+
+import { connectClient, copySample, errorText, kilnBin, kilnEnv, structured, tempDir } from '../lib/kiln.mjs';
 
 const call = (s, name, args = {}) => s.client.callTool({ name, arguments: args });
 
@@ -182,4 +184,61 @@ test('two kiln mcp processes on the same KILN_HOME both work at once', async () 
   } finally {
     await Promise.all([s1.close(), s2.close()]);
   }
+});
+
+// H3: Kiln's state directory (token, secrets, every principal's traces) is never a workspace, nor
+// inside one, nor holds one; compared by device and inode, so symlinks and second names do not help.
+test('the state directory, anything inside it and anything holding it are refused as workspaces', async () => {
+  const home = tempDir('kiln-home-');
+  const s = await connectClient({ home });
+  try {
+    const secrets = path.join(home, 'secrets');
+    fs.mkdirSync(secrets, { recursive: true });
+    fs.writeFileSync(path.join(secrets, 'MYTOKEN'), 'hunter2\n');
+    const link = path.join(tempDir('kiln-link-'), 'innocent');
+    fs.symlinkSync(secrets, link);
+    for (const p of [home, secrets, path.join(home, 'traces'), link, path.dirname(home)]) {
+      const r = await call(s, 'workspace_open', { path: p, create: true });
+      assert.equal(r.isError, true, p);
+      assert.match(errorText(r), /state directory/, p);
+      assert.doesNotMatch(JSON.stringify(r), /hunter2/);
+    }
+    const made = await call(s, 'workspace_open', { path: path.join(secrets, 'made', 'deeper'), create: true });
+    assert.equal(made.isError, true);
+    assert.match(errorText(made), /state directory/);
+    assert.ok(!fs.existsSync(path.join(secrets, 'made')), 'nothing was created inside the state directory');
+    const read = await call(s, 'file_read', { path: 'MYTOKEN' });
+    assert.equal(read.isError, true);
+    assert.doesNotMatch(JSON.stringify(read), /hunter2/);
+    // A named workspace (a folder of <state>/workspaces) still opens.
+    const named = await call(s, 'workspace_open', { name: 'scratch', create: true });
+    assert.ok(!named.isError, errorText(named));
+
+    // A record made before this check (simulated: a registered folder later swapped for a link
+    // into the state directory) is refused whenever it is named.
+    const ws = copySample();
+    const opened = structured(await call(s, 'workspace_open', { path: ws }));
+    structured(await call(s, 'workspace_open', { name: 'scratch' }));
+    fs.renameSync(ws, ws + '.old');
+    fs.symlinkSync(secrets, ws);
+    for (const args of [{ workspace: opened.id, path: 'MYTOKEN' }]) {
+      const r = await call(s, 'file_read', args);
+      assert.equal(r.isError, true);
+      assert.match(errorText(r), /state directory/);
+    }
+    const again = await call(s, 'workspace_open', { name: opened.name });
+    assert.equal(again.isError, true);
+    assert.match(errorText(again), /state directory/);
+  } finally {
+    await s.close();
+  }
+  // --workspace and the CLI's sandboxed commands say the same.
+  const cli = spawnSync(kilnBin(), ['run', '--workspace', path.join(home, 'secrets'), '--', 'cat', 'MYTOKEN'],
+    { env: kilnEnv(home), encoding: 'utf8' });
+  assert.notEqual(cli.status, 0);
+  assert.doesNotMatch(cli.stdout, /hunter2/);
+  assert.match(cli.stderr, /state directory/);
+  const ver = spawnSync(kilnBin(), ['verify', '--workspace', path.join(home, 'secrets')], { env: kilnEnv(home), encoding: 'utf8' });
+  assert.notEqual(ver.status, 0);
+  assert.match(ver.stderr, /state directory/);
 });

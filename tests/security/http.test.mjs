@@ -150,6 +150,34 @@ describe('case 32: another local user and a root-run kiln serve --mcp on loopbac
     assert.match(r.stderr, /belongs to uid/);
     assert.ok(!fs.existsSync(path.join(home, 'mcp-token')), 'no token was written into it');
   });
+
+  // H5: another user plants the state dir's name as a symlink to a folder of root's (in a folder
+  // of theirs, or straight in sticky /tmp); root's kiln must neither chmod it nor write the token.
+  test('a state directory that another user planted as a symlink, or under a folder of theirs, is refused', { skip: why ?? false }, () => {
+    const victim = tempDir('kiln-sec-victim-');  // root's, as /root would be
+    fs.chmodSync(victim, 0o755);
+    const as = (...cmd) => spawnSync('runuser', ['-u', ATTACKER, '--', ...cmd], { encoding: 'utf8' });
+    const shared = path.join('/tmp', `kiln-sec-shared-${rand()}`);
+    const inTmp = path.join('/tmp', `kiln-sec-st-${rand()}`);
+    try {
+      assert.equal(as('mkdir', '-m', '0755', shared).status, 0);
+      assert.equal(as('ln', '-s', victim, path.join(shared, 'st3')).status, 0);
+      assert.equal(as('ln', '-s', victim, inTmp).status, 0);
+      for (const [dir, why] of [[path.join(shared, 'st3'), /symlink/], [inTmp, /symlink/], [path.join(shared, 'new'), /belongs to uid/]]) {
+        for (const argv of [['--state-dir', dir, 'serve', '--print-token'], ['serve', '--mcp', '--listen', '127.0.0.1:0', '--state-dir', dir]]) {
+          const r = spawnSync(kilnBin(), argv, { env: kilnEnv(dir), encoding: 'utf8', timeout: 30000 });
+          assert.notEqual(r.status, 0, `${argv.join(' ')} was accepted: ${r.stdout}`);
+          assert.match(r.stderr, why, argv.join(' '));
+        }
+        assert.equal(fs.statSync(victim).mode & 0o777, 0o755, `${dir}: the folder it points at was chmodded`);
+        assert.ok(!fs.existsSync(path.join(victim, 'mcp-token')), `${dir}: a token was written where it points`);
+      }
+      assert.ok(!fs.existsSync(path.join(shared, 'new')), 'nothing was made under the other user\'s folder');
+    } finally {
+      fs.rmSync(shared, { recursive: true, force: true });
+      fs.rmSync(inTmp, { force: true });
+    }
+  });
 });
 
 describe('case 32 as any user: loopback is no credential', () => {
@@ -272,18 +300,38 @@ describe('case 33: another client of the same server', () => {
 
 // Opens `n` connections that each send the start of a request head and never finish it, and
 // opens a new one whenever the server closes one (an attacker who keeps the pressure on).
-function slowloris(port, n) {
+// With `body`, each sends a whole `POST /mcp` head without a token announcing a 1,000-byte body,
+// then one byte of it a second (a slow body rather than a slow head).
+// With `auth` too, the heads carry that header (a token holder trickling: only eviction helps).
+function slowloris(port, n, { body = false, auth = '' } = {}) {
   const sockets = new Set();
   const connected = new Set();
   let stopped = false;
   let opened = 0;
+  const statuses = {};
   const open = () => {
     if (stopped) return;
     const s = net.connect(port, '127.0.0.1');
     opened += 1;
-    s.on('connect', () => { connected.add(s); s.write('GET /a/site/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: '); });
+    let timer = null;
+    let seen = false;
+    s.on('connect', () => {
+      connected.add(s);
+      if (!body) return s.write('GET /a/site/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ');
+      s.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+        'Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n' +
+        (auth ? `Authorization: ${auth}\r\n` : '') + '\r\n');
+      timer = setInterval(() => s.write('x'), 1000);
+    });
+    s.on('data', (d) => {
+      if (seen) return;
+      seen = true;
+      const m = /^HTTP\/1\.1 (\d+)/.exec(d.toString('latin1'));
+      if (m) statuses[m[1]] = (statuses[m[1]] ?? 0) + 1;
+    });
     s.on('error', () => {});
     s.on('close', () => {
+      clearInterval(timer);
       sockets.delete(s);
       connected.delete(s);
       if (!stopped) setTimeout(open, 200);
@@ -294,8 +342,21 @@ function slowloris(port, n) {
   return {
     get open() { return connected.size; },
     get opened() { return opened; },
+    statuses,
     stop() { stopped = true; for (const s of sockets) s.destroy(); },
   };
+}
+
+// Fresh connections only (agent: false): a pooled keep-alive one from before the attack would
+// walk past the cap and prove nothing. A few tries, each bounded: a client whose connection is
+// refused retries, as a browser does.
+async function attemptUnder(attack, base, target, opts) {
+  const bounded = (p) => Promise.race([p, sleep(20000).then(() => { throw new Error('no answer within 20 s'); })]);
+  let last = null;
+  for (let i = 0; i < 3; i++) {
+    try { return await bounded(request(base, target, opts)); } catch (e) { last = e; }
+  }
+  assert.fail(`${opts.method ?? 'GET'} ${target} failed under the attack (${attack.open} attack sockets open): ${last?.code ?? last}`);
 }
 
 describe('case 35: slow HTTP clients', () => {
@@ -338,6 +399,49 @@ describe('case 35: slow HTTP clients', () => {
       });
       assert.equal(mcp.status, 200, mcp.text);
       assert.ok(JSON.parse(mcp.text).result?.protocolVersion);
+      assert.ok(attack.open > 300, `the attack was still on (${attack.open} sockets open)`);
+    } finally {
+      attack.stop();
+    }
+  });
+
+  // H4: a complete head without a token is answered 401 at once (the body is never waited for),
+  // and a connection still receiving a body can be evicted like one still receiving its head.
+  test('1,100 tokenless POST /mcp heads trickling their bodies a byte a second lock nobody out', { timeout: 240000 }, async () => {
+    const s = await serve();
+    const port = Number(new URL(s.base).port);
+    const attack = slowloris(port, 1100, { body: true });
+    try {
+      await waitFor(() => attack.opened >= 1100, 60000, 200);
+      await sleep(3000);
+      const started = Date.now();
+      const mcp = await attemptUnder(attack, s.base, '/mcp', {
+        method: 'POST', body: JSON.stringify(initializeBody()),
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...s.auth },
+      });
+      assert.equal(mcp.status, 200, mcp.text);
+      assert.ok(JSON.parse(mcp.text).result?.protocolVersion);
+      assert.ok(Date.now() - started < 20000);
+      // The attackers were told no from their heads alone, long before 1,000 bytes at 1 byte/s.
+      assert.ok((attack.statuses['401'] ?? 0) >= 1000, `401s seen by the attack: ${JSON.stringify(attack.statuses)}`);
+      assert.deepEqual(Object.keys(attack.statuses), ['401']);
+    } finally {
+      attack.stop();
+    }
+  });
+
+  test('1,100 slow bodies behind a valid token: connections reading a body are evicted oldest first', { timeout: 240000 }, async () => {
+    const s = await serve();
+    const port = Number(new URL(s.base).port);
+    const attack = slowloris(port, 1100, { body: true, auth: s.auth.authorization });
+    try {
+      await waitFor(() => attack.open >= 1000 || attack.opened >= 1300, 60000, 200);
+      await sleep(2000);
+      const mcp = await attemptUnder(attack, s.base, '/mcp', {
+        method: 'POST', body: JSON.stringify(initializeBody()),
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...s.auth },
+      });
+      assert.equal(mcp.status, 200, mcp.text);
       assert.ok(attack.open > 300, `the attack was still on (${attack.open} sockets open)`);
     } finally {
       attack.stop();

@@ -1,7 +1,10 @@
 // Policy merging, environment filtering, workspace refusal and the helper spec.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -136,4 +139,23 @@ TEST_CASE("a workspace is refused where kiln would mount a folder the checks did
   ::unlink((dir + "/link").c_str());
   ::rmdir((dir + "/real").c_str());
   ::rmdir(dir.c_str());
+}
+
+TEST_CASE("a workspace that is, holds or lies in the state dir is refused, whatever name reaches it") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/kiln-policy-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const fs::path base = tmpl;
+  const fs::path state = base / "state";
+  fs::create_directories(state / "secrets");
+  fs::create_directories(state / "workspaces" / "named");
+  fs::create_directories(base / "project");
+  fs::create_symlink(state / "secrets", base / "alias");
+  CHECK(!check_workspace_root(state.string(), state.string()));
+  CHECK(!check_workspace_root((state / "secrets").string(), state.string()));
+  CHECK(!check_workspace_root((base / "alias").string(), state.string()));  // a symlink's other name
+  CHECK(!check_workspace_root(base.string(), state.string()));
+  CHECK(check_workspace_root((state / "workspaces" / "named").string(), state.string()));
+  CHECK(check_workspace_root((base / "project").string(), state.string()));
+  fs::remove_all(base);
 }

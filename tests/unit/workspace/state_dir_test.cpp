@@ -73,3 +73,30 @@ TEST_CASE("a state directory of another user is refused, and so is a file") {
   REQUIRE_FALSE(r.has_value());
   CHECK(r.error().message.find("belongs to uid 65534") != std::string::npos);
 }
+
+TEST_CASE("a state directory that is a symlink is refused, and nothing happens where it points") {
+  Tmp t;
+  std::string target = t.path + "/elsewhere";
+  REQUIRE(::mkdir(target.c_str(), 0755) == 0);
+  std::string link = t.path + "/st3";
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  auto r = secure_state_dir(link);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().message.find("symlink") != std::string::npos);
+  CHECK(mode_of(target) == 0755);  // not narrowed: it was never ours to touch
+  CHECK_FALSE(secure_state_dir(link + "/").has_value());
+}
+
+TEST_CASE("a state directory under a folder others may write (and that is not sticky) is refused") {
+  Tmp t;
+  std::string shared = t.path + "/shared";
+  REQUIRE(::mkdir(shared.c_str(), 0700) == 0);
+  REQUIRE(::chmod(shared.c_str(), 0777) == 0);
+  auto r = secure_state_dir(shared + "/state");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().message.find("not sticky") != std::string::npos);
+  CHECK_FALSE(fs::exists(shared + "/state"));
+  REQUIRE(::chmod(shared.c_str(), 01777) == 0);  // sticky, like /tmp: fine
+  auto ok = secure_state_dir(shared + "/state");
+  CHECK_MESSAGE(ok.has_value(), (ok ? "" : ok.error().message));
+}
