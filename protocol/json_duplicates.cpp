@@ -10,15 +10,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string escape_segment(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
 
 struct Finder {
   struct Frame {
@@ -37,7 +28,7 @@ struct Finder {
   std::string pointer_to_top() const {
     std::string p;
     for (std::size_t i = 0; i + 1 < stack.size(); ++i)
-      p += "/" + (stack[i].object ? escape_segment(stack[i].key) : std::to_string(stack[i].index));
+      p += "/" + (stack[i].object ? json_pointer_segment(stack[i].key) : std::to_string(stack[i].index));
     return p;
   }
 
@@ -64,6 +55,16 @@ struct Finder {
 };
 
 }  // namespace
+
+std::string json_pointer_segment(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
 
 json parse_noting_duplicates(std::string_view text, std::optional<DuplicateKey>& duplicate) {
   duplicate.reset();

@@ -16,6 +16,9 @@ struct DuplicateKey {
   std::string pointer;  // JSON pointer of the object holding it ("" for the top level)
 };
 
+// One JSON pointer segment (RFC 6901: ~ as ~0, / as ~1).
+std::string json_pointer_segment(std::string_view s);
+
 // json::parse that also reports the first duplicate key. Throws what json::parse throws, so only
 // the nlohmann edge of this layer (classify) calls it.
 nlohmann::json parse_noting_duplicates(std::string_view text, std::optional<DuplicateKey>& duplicate);

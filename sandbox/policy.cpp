@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "core/open_dir.h"
 #include "sandbox/secrets.h"
 
 namespace kiln::sandbox {
@@ -278,11 +279,7 @@ json helper_spec(const SandboxPolicy& p, const std::string& id, const std::vecto
 }
 
 Result<FolderIdentity> workspace_identity(const std::string& root) {
-  open_how how{};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_SYMLINKS;
-  long fd = ::syscall(SYS_openat2, AT_FDCWD, root.c_str(), &how, sizeof how);
-  if (fd < 0 && errno == ENOSYS) fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open_dir_no_symlinks(root.c_str());
   if (fd < 0) {
     int err = errno;
     if (err == ELOOP)
@@ -291,8 +288,8 @@ Result<FolderIdentity> workspace_identity(const std::string& root) {
     return fail(Errc::io, fmt::format("cannot open workspace {}: {}", root, std::strerror(err)));
   }
   struct stat st {};
-  int rc = ::fstat(static_cast<int>(fd), &st);
-  ::close(static_cast<int>(fd));
+  int rc = ::fstat(fd, &st);
+  ::close(fd);
   if (rc != 0) return fail(Errc::io, fmt::format("cannot inspect workspace {}", root));
   return FolderIdentity{std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
 }

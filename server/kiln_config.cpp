@@ -46,15 +46,6 @@ const LoadedSchema& loaded_schema() {
   return s;
 }
 
-std::string escape_segment(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
 
 std::string as_json(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string as_json(const std::string& s) { return as_json(json(s)); }
@@ -187,7 +178,7 @@ std::optional<std::string> path_problem(const std::string& p) {
 Result<std::map<std::string, std::string>> env_map(const json& env, const std::string& where) {
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : env.items()) {
-    const std::string at = where + "/" + escape_segment(k);
+    const std::string at = where + "/" + protocol::json_pointer_segment(k);
     if (!sandbox::valid_secret_name(k)) {
       return std::unexpected(config_error(at, fmt::format("{} is not an environment variable name (letters, digits "
                                                           "and '_', not starting with a digit)",

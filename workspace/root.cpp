@@ -2,6 +2,8 @@
 // the kernel (openat2 RESOLVE_BENEATH) or an O_NOFOLLOW walk decides what a path really reaches.
 #include "workspace/root.h"
 
+#include "core/open_dir.h"
+
 #include "core/quote.h"
 
 #include <atomic>
@@ -212,11 +214,7 @@ void Root::force_component_walk(bool on) { g_force_walk.store(on); }
 Result<Root> Root::open_resolved(const std::string& path) {
   if (path.empty() || path.front() != '/')
     return fail(Errc::invalid_argument, fmt::format("workspace path '{}' is not absolute", bounded(path)));
-  open_how how{};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_SYMLINKS;
-  long fd = ::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how);
-  if (fd < 0 && errno == ENOSYS) fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open_dir_no_symlinks(path.c_str());
   if (fd < 0) {
     int err = errno;
     if (err == ELOOP)
@@ -231,7 +229,7 @@ Result<Root> Root::open_resolved(const std::string& path) {
   Root root;
   root.path_ = path;
   while (root.path_.size() > 1 && root.path_.back() == '/') root.path_.pop_back();
-  root.dir_ = UniqueFd(static_cast<int>(fd));
+  root.dir_ = UniqueFd(fd);
   return root;
 }
 
