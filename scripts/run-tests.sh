@@ -42,6 +42,14 @@ run_unit() {
     failed=$((failed + 1))
     failures+=("unit (ctest exit $rc)")
   fi
+  # ctest counts executables; a doctest case skipped inside a passing one (doctest::skip, reason
+  # from tests/unit/skip.h) is named in ctest's full log: say how many and why, never as passed.
+  local full="$build_abs/Testing/Temporary/LastTest.log" skipped
+  skipped=$(grep -c '^\[doctest\] SKIPPED: ' "$full" 2>/dev/null)
+  if ((${skipped:-0} > 0)); then
+    echo "unit: $skipped doctest cases skipped, not run (named in $full):"
+    grep '^\[kiln\] SKIP ' "$full" | sort -u | sed 's/^\[kiln\] SKIP /  /'
+  fi
 }
 
 # node's spec reporter closes with "ℹ pass N", "ℹ fail N", "ℹ cancelled N".
@@ -82,7 +90,8 @@ run_helper_as() {
   echo "-- kiln-sandbox checks as $who --"
   # Sanitizer builds (scripts/test-asan.sh): setpriv --reset-env must not drop the report options.
   local keep=() v
-  for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do [[ -n ${!v:-} ]] && keep+=("$v=${!v}"); done
+  # Nor KILN_REQUIRE_SANDBOX (set on CI by .ci/run).
+  for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS KILN_REQUIRE_SANDBOX; do [[ -n ${!v:-} ]] && keep+=("$v=${!v}"); done
   "$@" env "${keep[@]}" KILN_SANDBOX="$build_abs/kiln-sandbox" python3 tests/sandbox_helper/check_helper.py 2>&1 | tee "$log"
   local line n f
   line=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)
