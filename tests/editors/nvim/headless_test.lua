@@ -37,6 +37,30 @@ local function session()
   return s
 end
 
+-- A session of its own (not the plugin's), started and waited for; stop_session waits for its end.
+local function start_session(opts, what)
+  local s = require('kiln.mcp').new(opts)
+  local ready
+  s:start(function(err)
+    ready = { err = err }
+  end)
+  T.wait(15000, function()
+    return ready
+  end, what)
+  T.eq(ready.err, nil, what .. ' started')
+  return s
+end
+
+local function stop_session(s, what)
+  local stopped
+  s:stop(function()
+    stopped = true
+  end)
+  T.wait(5000, function()
+    return stopped
+  end, what .. ' to stop')
+end
+
 local function find_buf(pat)
   for _, b in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_get_name(b):match(pat) then
@@ -188,23 +212,9 @@ T.test('cmd: a list is the whole command line (nvim-lspconfig habit), a string c
   T.match(both_problems[1], 'args is not used when cmd is a list', 'says why')
   T.eq(both, { exe, 'mcp' }, 'and not appended')
   -- The list's command line really serves MCP.
-  local s = require('kiln.mcp').new({ cmd = list, workspace = WS, open = false, roots = false })
-  local ready
-  s:start(function(err)
-    ready = { err = err }
-  end)
-  T.wait(15000, function()
-    return ready
-  end, 'a session from the list cmd')
-  T.eq(ready.err, nil, 'started')
+  local s = start_session({ cmd = list, workspace = WS, open = false, roots = false }, 'a session from the list cmd')
   T.eq(s.server_info.name, 'kiln', 'serverInfo.name')
-  local stopped
-  s:stop(function()
-    stopped = true
-  end)
-  T.wait(5000, function()
-    return stopped
-  end, 'the list-cmd session to stop')
+  stop_session(s, 'the list-cmd session')
 end)
 
 T.test('starts kiln mcp, initializes and opens the current folder as the workspace', function()
@@ -225,16 +235,7 @@ end)
 
 T.test('roots: the server opens the folder kiln.nvim offers in roots/list', function()
   -- A second session that declares roots but does not call workspace_open itself.
-  local mcp = require('kiln.mcp')
-  local s = mcp.new({ cmd = { BIN, 'mcp' }, workspace = WS, open = false })
-  local ready
-  s:start(function(err)
-    ready = { err = err }
-  end)
-  T.wait(15000, function()
-    return ready
-  end, 'second session')
-  T.eq(ready.err, nil, 'started')
+  local s = start_session({ cmd = { BIN, 'mcp' }, workspace = WS, open = false }, 'second session')
   local info
   T.wait(10000, function()
     if info and not info.err and info.value and info.value.root then
@@ -248,13 +249,7 @@ T.test('roots: the server opens the folder kiln.nvim offers in roots/list', func
     end
   end, 'workspace_info after roots/list')
   T.eq(vim.fn.resolve(info.value.root), WS, 'root from roots/list')
-  local stopped
-  s:stop(function()
-    stopped = true
-  end)
-  T.wait(5000, function()
-    return stopped
-  end, 'second session to stop')
+  stop_session(s, 'second session')
 end)
 
 T.test('tools/list offers every tool kiln.nvim calls, with the arguments it passes', function()
