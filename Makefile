@@ -2,6 +2,7 @@
 #   make demo   installs what is missing, builds, runs an agent session against build/kiln
 #   make test   installs what is missing, builds, runs every test suite
 #   make bench  benchmarks against peers (not a test)
+#   make install / make package   installs kiln (PREFIX, DESTDIR); builds the .deb and the .vsix
 # BUILD picks the build folder (default build/, configured by the CMake preset "default").
 
 BUILD ?= build
@@ -12,12 +13,12 @@ KILN_ABS = $(abspath $(KILN))
 # ccache keeps its cache inside the build folder: nothing outside it that a fresh machine lacks.
 export CCACHE_DIR ?= $(abspath $(BUILD))/.ccache
 
-.PHONY: all help deps node-deps build test test-asan fuzz unit wire e2e robustness conformance nvim vscode demo bench clean
+.PHONY: all help deps node-deps configure build install package test test-asan fuzz unit wire e2e robustness conformance nvim vscode demo bench clean
 
 all: build
 
 help:
-	@echo "make demo | make test | make test-asan | make fuzz | make build | make bench | make unit|wire|e2e|conformance|nvim|vscode | make clean   [BUILD=dir JOBS=n]"
+	@echo "make demo | make test | make test-asan | make fuzz | make build | make install [PREFIX=/usr/local DESTDIR=] | make package | make bench | make unit|wire|e2e|conformance|nvim|vscode | make clean   [BUILD=dir JOBS=n]"
 
 deps:
 	@scripts/install-deps.sh
@@ -28,14 +29,32 @@ node-deps: deps
 	@scripts/npm-deps.sh tests
 	@scripts/npm-deps.sh tests/conformance
 
-build: deps
+configure: deps
 ifeq ($(BUILD),build)
 	@test -f build/build.ninja || cmake --preset default
-	cmake --build --preset default
 else
 	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON
+endif
+
+build: configure
+ifeq ($(BUILD),build)
+	cmake --build --preset default
+else
 	cmake --build $(BUILD) -j $(JOBS)
 endif
+
+# kiln, kiln-sandbox (in PREFIX/libexec/kiln) and kiln.nvim into PREFIX, staged under DESTDIR when
+# given; only the two programs are built. The rules are cmake/install.cmake's (docs/install.md).
+PREFIX ?= /usr/local
+install: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln-sandbox
+	DESTDIR=$(if $(DESTDIR),$(abspath $(DESTDIR))) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Debian package (CPack, into BUILD/package/) and the VS Code extension (BUILD/vscode/*.vsix).
+package: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln-sandbox
+	cd $(BUILD) && cpack --config CPackConfig.cmake
+	@scripts/vsix.sh $(BUILD)
 
 test: build node-deps
 	@scripts/run-tests.sh $(BUILD)

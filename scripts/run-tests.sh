@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suites against an already built tree and closes with one line for the whole run:
 # "N passed, M failed". Usage: run-tests.sh BUILD [unit] [wire] [e2e] [helper] [security]
-# [robustness] [fuzz] [conformance] [nvim] [vscode]   (default: all)
+# [robustness] [fuzz] [conformance] [nvim] [vscode] [install]   (default: all)
 # Every suite runs even when an earlier one failed; the exit status is non-zero if anything
 # failed or if no test ran at all.
 set -uo pipefail
@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 shift || true
 suites=("$@")
-((${#suites[@]})) || suites=(unit wire e2e helper security robustness fuzz conformance nvim vscode)
+((${#suites[@]})) || suites=(unit wire e2e helper security robustness fuzz conformance nvim vscode install)
 
 cd "$root"
 build_abs=$(cd "$build" 2>/dev/null && pwd) || { echo "run-tests: no build folder '$build': run make build" >&2; exit 2; }
@@ -200,6 +200,8 @@ for s in "${suites[@]}"; do
     # The VS Code extension: unit tests with a stubbed vscode, type-check, bundle, .vsix, and
     # end to end in code-server driven by Chromium.
     vscode) run_script vscode tests/editors/vscode/run.sh "$build_abs" ;;
+    # make install (DESTDIR, PREFIX=/usr) and make package (.deb, .vsix): what they install runs.
+    install) run_script install tests/install/check.sh "$build_abs" ;;
     *) echo "run-tests: unknown suite '$s'" >&2; exit 2 ;;
   esac
   echo
