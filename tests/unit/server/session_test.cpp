@@ -103,7 +103,7 @@ struct Fixture {
         c.progress(i, std::nullopt, "tick");
         std::this_thread::sleep_for(10ms);
       }
-      return server::ToolOutput{json{{"done", true}}, ""};
+      return server::ToolOutput{json{{"done", true}}};
     });
     ctx = std::make_unique<server::ServerContext>(server::ServerContext{*store, registry, {}});
     session = std::make_unique<server::Session>(*ctx, client);
