@@ -444,9 +444,9 @@ class Validator {
 
 }  // namespace
 
-std::optional<SchemaViolation> validate(const json& schema, const json& instance) {
+std::optional<SchemaViolation> schema_detail::validate_at(const json& root, const json& schema, const json& instance) {
   try {
-    Validator validator(schema);
+    Validator validator(root);
     auto f = validator.check(schema, instance);
     if (!f) return std::nullopt;
     std::string path;
@@ -456,6 +456,10 @@ std::optional<SchemaViolation> validate(const json& schema, const json& instance
     // std::regex can give up on pathological input (error_complexity / error_stack).
     return SchemaViolation{"", std::string("could not validate: ") + e.what()};
   }
+}
+
+std::optional<SchemaViolation> validate(const json& schema, const json& instance) {
+  return schema_detail::validate_at(schema, schema, instance);
 }
 
 std::string to_string(const SchemaViolation& v) {

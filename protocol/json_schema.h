@@ -25,10 +25,20 @@ struct SchemaViolation {
 // schemas; annotations ($schema, $id, title, description, default, examples, format, ...) ignored.
 std::optional<SchemaViolation> validate(const nlohmann::json& schema, const nlohmann::json& instance);
 
+// Completes an instance `validate` accepted: every property the schema declares with a `default`
+// and the instance lacks gets a copy of that default, wherever the instance reaches (nested objects,
+// including a default just filled in; objects inside arrays through `items`; additionalProperties;
+// $ref; allOf; the oneOf/anyOf branch the instance matches). Present values are never changed,
+// arrays never gain or lose items, and a property without a default stays absent. So a tool handler
+// reads one set of defaults, the schema's, which tools/list shows. unsupported_keyword has checked
+// that each default is valid where it stands.
+void apply_defaults(const nlohmann::json& schema, nlohmann::json& instance);
+
 // Why the schema cannot be trusted to validate as written, or nullopt: the first keyword outside
 // the subset, or a keyword with an unusable value, anywhere in the schema. The text names the
 // keyword and its location, e.g. "unsupported keyword 'patternProperties' at /properties/env" or
-// "invalid 'minLength' at /properties/path: must be a non-negative integer".
+// "invalid 'minLength' at /properties/path: must be a non-negative integer". A `default` the schema
+// around it rejects is such a problem too, since apply_defaults would hand it to a handler.
 std::optional<std::string> unsupported_keyword(const nlohmann::json& schema);
 
 // "at /edits/0: missing required property 'old_text'" (just the message for the root).

@@ -38,6 +38,12 @@ class Checker {
       if (is_annotation(k)) continue;
       if (auto problem = keyword(k, v, where)) return problem;
     }
+    // apply_defaults hands a default to code that trusts validated input, so it must be valid.
+    if (const auto d = s.find("default"); d != s.end()) {
+      if (auto bad = schema_detail::validate_at(root_, s, *d)) {
+        return "invalid 'default' at " + place(where) + ": the schema around it rejects it: " + to_string(*bad);
+      }
+    }
     return std::nullopt;
   }
 

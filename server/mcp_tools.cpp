@@ -65,6 +65,8 @@ MethodResult tools_call(MethodEnv& env, const json& params) {
     std::string where = bad->path.empty() ? "arguments" : "arguments" + bad->path;
     return error_result("Invalid arguments for " + p->name + ": " + where + ": " + bad->message);
   }
+  // Handlers read the schema's defaults from here instead of restating them.
+  protocol::apply_defaults(tool->definition["inputSchema"], p->arguments);
   auto out = tool->handler(env.ctx, p->arguments);
   if (env.ctx.cancelled()) return error_result(p->name + " was cancelled");
   if (!out) {

@@ -19,13 +19,14 @@
 
 namespace kiln::server {
 
-// What a tool handler returns on success: the structured result (must match the outputSchema)
-// and an optional one-line human summary placed before the JSON text block.
+// What a tool handler returns on success: the structured result (must match the outputSchema).
+// The client gets it as structuredContent and as the JSON text block, so everything an agent must
+// see (a warning, a truncation) belongs in it.
 struct ToolOutput {
   nlohmann::json structured = nlohmann::json::object();
-  std::string summary;
 };
 
+// `arguments` passed the tool's inputSchema and carry its defaults (protocol::apply_defaults).
 using ToolHandler = std::function<Result<ToolOutput>(CallContext&, const nlohmann::json& arguments)>;
 
 struct ToolEntry {

@@ -15,7 +15,7 @@ using nlohmann::json;
 namespace ws = kiln::workspace;
 
 ws::Encoding encoding_arg(const json& args) {
-  return args.value("encoding", "text") == "base64" ? ws::Encoding::base64 : ws::Encoding::text;
+  return args.at("encoding") == "base64" ? ws::Encoding::base64 : ws::Encoding::text;
 }
 
 std::optional<std::string> optional_string(const json& args, const char* key) {
@@ -28,8 +28,9 @@ Result<ToolOutput> file_read(CallContext& ctx, const json& args) {
   auto wsp = ctx.session->workspace_for(args);
   if (!wsp) return std::unexpected(wsp.error());
   ws::ReadRequest req;
-  req.path = args.value("path", "");
-  req.offset = args.value("offset", std::uint64_t{0});
+  args.at("path").get_to(req.path);
+  args.at("offset").get_to(req.offset);
+  // No schema default: it depends on the encoding (lines for text, bytes for base64).
   if (args.contains("limit")) req.limit = args["limit"].get<std::uint64_t>();
   req.encoding = encoding_arg(args);
   auto r = ws::read_file(*(*wsp)->root, req, ctx.stop);
@@ -43,73 +44,61 @@ Result<ToolOutput> file_read(CallContext& ctx, const json& args) {
   if (r->sha256) out["sha256"] = *r->sha256;
   if (r->next_offset) out["next_offset"] = *r->next_offset;
   if (!r->note.empty()) out["note"] = r->note;
-  const std::string of_lines = r->total_lines ? fmt::format("{}", *r->total_lines) : fmt::format("? ({} bytes)", r->size);
-  std::string summary;
-  if (!text) {
-    summary = fmt::format("Read {} bytes {}-{} of {} (base64)", r->path, r->offset, r->offset + r->count, r->size);
-  } else if (r->count == 0) {
-    summary = fmt::format("Read {}: no lines at offset {} of {}", r->path, r->offset, of_lines);
-  } else {
-    summary = fmt::format("Read {} lines {}-{} of {}", r->path, r->offset + 1, r->offset + r->count, of_lines);
-  }
-  if (r->next_offset) summary += fmt::format("; more from offset {}", *r->next_offset);
-  return ToolOutput{std::move(out), std::move(summary)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> file_write(CallContext& ctx, const json& args) {
   auto wsp = ctx.session->workspace_for(args);
   if (!wsp) return std::unexpected(wsp.error());
   ws::WriteRequest req;
-  req.path = args.value("path", "");
-  req.content = args.value("content", "");
+  args.at("path").get_to(req.path);
+  args.at("content").get_to(req.content);
   req.encoding = encoding_arg(args);
   req.if_sha256 = optional_string(args, "if_sha256");
-  req.create_dirs = args.value("create_dirs", false);
+  args.at("create_dirs").get_to(req.create_dirs);
   auto r = ws::write_file(*(*wsp)->root, req, ctx.stop);
   if (!r) return std::unexpected(r.error());
   json out = {{"path", r->path}, {"size", r->size}, {"sha256", r->sha256}, {"created", r->created}};
-  return ToolOutput{std::move(out),
-                    fmt::format("{} {} ({} bytes)", r->created ? "Created" : "Wrote", r->path, r->size)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> file_edit(CallContext& ctx, const json& args) {
   auto wsp = ctx.session->workspace_for(args);
   if (!wsp) return std::unexpected(wsp.error());
   ws::EditRequest req;
-  req.path = args.value("path", "");
-  for (const auto& e : args.value("edits", json::array())) {
-    req.edits.push_back(ws::Edit{e.value("old_text", ""), e.value("new_text", ""), e.value("replace_all", false)});
+  args.at("path").get_to(req.path);
+  for (const auto& e : args.at("edits")) {
+    req.edits.push_back(ws::Edit{e.at("old_text").get<std::string>(), e.at("new_text").get<std::string>(),
+                                 e.at("replace_all").get<bool>()});
   }
-  req.dry_run = args.value("dry_run", false);
+  args.at("dry_run").get_to(req.dry_run);
   req.if_sha256 = optional_string(args, "if_sha256");
   auto r = ws::edit_file(*(*wsp)->root, req);
   if (!r) return std::unexpected(r.error());
   json out = {{"path", r->path}, {"diff", r->diff}, {"sha256", r->sha256},
               {"replacements", r->replacements}, {"applied", r->applied}};
-  std::string summary = fmt::format("{} {} replacement{} in {}", r->applied ? "Made" : "Dry run: would make",
-                                    r->replacements, r->replacements == 1 ? "" : "s", r->path);
-  return ToolOutput{std::move(out), std::move(summary)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> file_move(CallContext& ctx, const json& args) {
   auto wsp = ctx.session->workspace_for(args);
   if (!wsp) return std::unexpected(wsp.error());
-  ws::MoveRequest req{args.value("from", ""), args.value("to", ""), args.value("overwrite", false)};
+  ws::MoveRequest req{args.at("from").get<std::string>(), args.at("to").get<std::string>(),
+                      args.at("overwrite").get<bool>()};
   auto r = ws::move_path(*(*wsp)->root, req);
   if (!r) return std::unexpected(r.error());
   json out = {{"from", r->from}, {"to", r->to}};
-  return ToolOutput{std::move(out), fmt::format("Moved {} to {}", r->from, r->to)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> file_delete(CallContext& ctx, const json& args) {
   auto wsp = ctx.session->workspace_for(args);
   if (!wsp) return std::unexpected(wsp.error());
-  ws::DeleteRequest req{args.value("path", ""), args.value("recursive", false)};
+  ws::DeleteRequest req{args.at("path").get<std::string>(), args.at("recursive").get<bool>()};
   auto r = ws::delete_path(*(*wsp)->root, req);
   if (!r) return std::unexpected(r.error());
   json out = {{"path", r->path}, {"deleted", r->deleted}};
-  return ToolOutput{std::move(out), fmt::format("Deleted {} ({} entr{})", r->path, r->deleted,
-                                                r->deleted == 1 ? "y" : "ies")};
+  return ToolOutput{std::move(out)};
 }
 
 }  // namespace

@@ -208,12 +208,6 @@ json publish_result_json(const TracedPublish& p, const ServeBase& base) {
 
 namespace {
 
-std::string human_bytes(std::uint64_t b) {
-  if (b < 1024) return fmt::format("{} B", b);
-  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", double(b) / 1024);
-  return fmt::format("{:.1f} MiB", double(b) / (1024 * 1024));
-}
-
 std::vector<std::string> strings(const json& args, const char* key) {
   std::vector<std::string> out;
   if (args.contains(key))
@@ -226,22 +220,14 @@ std::optional<art::Share> share_arg(const json& args) {
   return art::parse_share(args["share"].get<std::string>());
 }
 
-std::string links_text(const json& invites) {
-  std::string text;
-  for (const auto& i : invites)
-    text += fmt::format("\ninvite {}: {}", i["name"].get<std::string>(), i["url"].get<std::string>());
-  if (!invites.empty()) text += "\n(invite links are shown only now: pass each one to its person)";
-  return text;
-}
-
 Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   art::PublishRequest req;
   req.workspace_id = (*ws)->id;
   req.root = (*ws)->root.get();
-  req.path = args.value("path", "");
-  req.name = args.value("name", "");
+  args.at("path").get_to(req.path);
+  req.name = args.value("name", "");  // optional, no default: kiln.json's publish.name, else derived
   req.share = share_arg(args);
   req.password = args.value("password", "");
   req.invite_names = strings(args, "invite");
@@ -253,18 +239,7 @@ Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactSto
   tracer.changed(p->trace_id);
   ServeBase base = serve_base(store.dir(), true);
   json out = publish_result_json(*p, base);
-  const auto& r = p->result;
-  std::string text = fmt::format("published {} v{} ({} file{}, {}; {} new) share: {}\n{}", r.artifact.name,
-                                 r.version.number, r.version.files, r.version.files == 1 ? "" : "s",
-                                 human_bytes(r.version.bytes), r.new_blobs, art::to_string(r.artifact.share),
-                                 out["url"].get<std::string>());
-  if (r.artifact.expires_at) text += fmt::format(" (until {})", *r.artifact.expires_at);
-  text += fmt::format("\nthis version stays at {}", out["version_url"].get<std::string>());
-  text += links_text(out["invites"]);
-  if (r.skipped_symlinks) text += fmt::format("\n{} symlink(s) skipped (links are never followed)", r.skipped_symlinks);
-  if (!base.error.empty()) text += "\nno server answers these URLs yet: " + base.error;
-  text += fmt::format("\ntrace: {}", p->trace_id);
-  return ToolOutput{std::move(out), std::move(text)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> publish_list(CallContext& ctx, art::ArtifactStore& store, const json& args) {
@@ -274,19 +249,10 @@ Result<ToolOutput> publish_list(CallContext& ctx, art::ArtifactStore& store, con
   if (!list) return std::unexpected(list.error());
   ServeBase base = serve_base(store.dir(), false);  // a listing starts nothing
   json arts = json::array();
-  std::string text = fmt::format("{} artifact{} published from {}", list->size(), list->size() == 1 ? "" : "s", (*ws)->name);
-  for (const auto& a : *list) {
-    arts.push_back(artifact_json(a, base.url));
-    text += fmt::format("\n{} ({}{}, {} version{}, latest v{}) {}", a.name, art::to_string(a.share),
-                        a.expired ? ", expired" : "", a.versions.size(), a.versions.size() == 1 ? "" : "s", a.latest(),
-                        artifact_url(base.url, a.name));
-  }
+  for (const auto& a : *list) arts.push_back(artifact_json(a, base.url));
   json out = {{"workspace", (*ws)->id}, {"base_url", base.url}, {"artifacts", std::move(arts)}};
-  if (!base.error.empty() && !list->empty()) {
-    out["serve_error"] = base.error;
-    text += "\n(" + base.error + ")";
-  }
-  return ToolOutput{std::move(out), std::move(text)};
+  if (!base.error.empty() && !list->empty()) out["serve_error"] = base.error;
+  return ToolOutput{std::move(out)};
 }
 
 // publish_share and unpublish name an artifact, and artifact names are global to the state
@@ -312,7 +278,7 @@ Result<void> owned_by_session_workspace(CallContext& ctx, RunTracer& tracer, art
 
 Result<ToolOutput> publish_share(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
   art::ShareRequest req;
-  req.name = args.value("artifact", "");
+  args.at("artifact").get_to(req.name);
   req.share = share_arg(args);
   req.password = args.value("password", "");
   req.invite_names = strings(args, "invite");
@@ -332,30 +298,19 @@ Result<ToolOutput> publish_share(CallContext& ctx, RunTracer& tracer, art::Artif
               {"expires_at", a.expires_at ? json(*a.expires_at) : json(nullptr)},
               {"invites", invite_links(r->new_invites, a.name, base.url)},
               {"all_invites", invite_states(a.invites)}};
-  std::string text = fmt::format("{} is now shared: {}{}", a.name, art::to_string(a.share),
-                                 a.expires_at ? " until " + *a.expires_at : std::string());
-  if (!req.password.empty()) text += " (password changed; earlier logins must log in again)";
-  if (!req.revoke.empty()) {
-    text += "\nrevoked:";
-    for (const auto& n : req.revoke) text += " " + n;
-  }
-  text += links_text(out["invites"]);
   if (!base.error.empty()) out["serve_error"] = base.error;
-  return ToolOutput{std::move(out), std::move(text)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> unpublish(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
-  std::string name = args.value("artifact", "");
+  const std::string name = args.at("artifact");
   if (auto own = owned_by_session_workspace(ctx, tracer, store, args, name); !own) return std::unexpected(own.error());
   std::optional<int> version;
   if (args.contains("version")) version = args["version"].get<int>();
   auto r = store.unpublish(name, version);
   if (!r) return std::unexpected(r.error());
   json removed = *r;
-  std::string text = version ? fmt::format("removed {} v{}", name, *version)
-                             : fmt::format("removed {} ({} version{})", name, r->size(), r->size() == 1 ? "" : "s");
-  return ToolOutput{json{{"artifact", name}, {"removed", std::move(removed)}, {"artifact_removed", !version}},
-                    std::move(text)};
+  return ToolOutput{json{{"artifact", name}, {"removed", std::move(removed)}, {"artifact_removed", !version}}};
 }
 
 }  // namespace

@@ -105,11 +105,7 @@ Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, cons
               {"idle_timeout_s", double(m.options().idle_timeout.count())}};
   if (!info->warning.empty()) out["warning"] = info->warning;
   if (!config_error.empty()) out["config_error"] = config_error;
-  std::string summary = fmt::format("Created sandbox {} for {} (isolation {}, network {})", info->sandbox_id,
-                                    (*ws)->name, info->isolation.value("level", "strict"),
-                                    info->isolation.value("network", "none"));
-  if (!info->warning.empty()) summary = "WARNING: " + info->warning + "\n" + summary;
-  return ToolOutput{std::move(out), std::move(summary)};
+  return ToolOutput{std::move(out)};
 }
 
 json stream_json(const sbx::StreamTail& t) {
@@ -178,7 +174,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
   req.cwd = *cwd;
   if (args.contains("stdin")) req.stdin_data = args["stdin"].get<std::string>();
   if (args.contains("timeout_s")) req.timeout_s = args["timeout_s"].get<double>();
-  if (args.contains("tail_bytes")) req.tail_bytes = args["tail_bytes"].get<std::size_t>();
+  args.at("tail_bytes").get_to(req.tail_bytes);
   if (args.contains("env")) {
     for (const auto& [k, v] : args["env"].items()) {
       if (!sbx::valid_secret_name(k))
@@ -186,7 +182,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
       req.env[k] = v.get<std::string>();
     }
   }
-  const bool background = args.value("background", false);
+  const bool background = args.at("background");
   const sbx::SandboxPolicy* fp = fresh ? &*fresh : nullptr;
 
   // The trace is written before the command starts, so even a server killed mid-run leaves a
@@ -230,8 +226,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
                                             "output; process_input writes its stdin; process_kill stops it",
                                             r->run_id)}};
     if (!r->warning.empty()) out["warning"] = r->warning;
-    std::string summary = fmt::format("Started {} in the background (pid {} in sandbox {})", r->run_id, r->pid, r->sandbox_id);
-    return ToolOutput{std::move(out), std::move(summary)};
+    return ToolOutput{std::move(out)};
   }
 
   sbx::OutputObserver observer;
@@ -288,11 +283,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
                                      "reads the full output (kept up to output_bytes)",
                                      r->run_id);
   if (!r->warning.empty()) out["warning"] = r->warning;
-  std::string summary = fmt::format("{} {} in {:.0f} ms", r->run_id, describe_stop(*r), r->duration_precise_ms);
-  if (r->out.truncated || r->err.truncated)
-    summary += fmt::format(" (output truncated: {} + {} bytes in total)", r->out.total_bytes, r->err.total_bytes);
-  if (!r->warning.empty()) summary = "WARNING: " + r->warning + "\n" + summary;
-  return ToolOutput{std::move(out), std::move(summary)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> sandbox_list(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
@@ -303,12 +294,11 @@ Result<ToolOutput> sandbox_list(CallContext& ctx, sbx::SandboxManager& m, const 
     ws_id = (*ws)->id;
   }
   json list = m.list(ctx.session->principal(), ws_id);
-  std::size_t n = list.size();
-  return ToolOutput{json{{"sandboxes", std::move(list)}}, fmt::format("{} live sandbox{}", n, n == 1 ? "" : "es")};
+  return ToolOutput{json{{"sandboxes", std::move(list)}}};
 }
 
 Result<ToolOutput> sandbox_destroy(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
-  auto r = m.destroy(ctx.session->principal(), args.value("sandbox_id", ""));
+  auto r = m.destroy(ctx.session->principal(), args.at("sandbox_id").get<std::string>());
   if (!r) return std::unexpected(r.error());
   json cleanup = {{"processes_killed", r->processes_killed},
                   {"namespaces_gone", r->namespaces_gone},
@@ -316,11 +306,7 @@ Result<ToolOutput> sandbox_destroy(CallContext& ctx, sbx::SandboxManager& m, con
                   {"temp_dirs_removed", r->temp_dirs_removed},
                   {"leftovers", r->leftovers},
                   {"duration_ms", r->duration_ms}};
-  std::string summary = fmt::format("Destroyed {}: {} process{} killed, {} cgroup{} removed, {}", r->sandbox_id,
-                                    r->processes_killed.size(), r->processes_killed.size() == 1 ? "" : "es",
-                                    r->cgroups_removed.size(), r->cgroups_removed.size() == 1 ? "" : "s",
-                                    r->leftovers.empty() ? "nothing left behind" : "LEFTOVERS remain");
-  return ToolOutput{json{{"sandbox_id", r->sandbox_id}, {"cleanup", std::move(cleanup)}}, std::move(summary)};
+  return ToolOutput{json{{"sandbox_id", r->sandbox_id}, {"cleanup", std::move(cleanup)}}};
 }
 
 }  // namespace

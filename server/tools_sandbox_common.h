@@ -13,7 +13,6 @@ ToolHandler redacting(sandbox::SandboxManager& m, F f) {
     auto r = f(ctx, m, args);
     if (!r) return fail(r.error().code, m.redact(r.error().message));
     m.redact_json(r->structured);
-    r->summary = m.redact(r->summary);
     return r;
   };
 }

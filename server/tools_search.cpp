@@ -23,12 +23,12 @@ Result<ToolOutput> file_list(CallContext& ctx, const json& args) {
   auto wsp = ctx.session->workspace_for(args);
   if (!wsp) return std::unexpected(wsp.error());
   ws::ListRequest req;
-  req.path = args.value("path", ".");
-  req.depth = args.value("depth", 1);
-  req.glob = args.value("glob", "");
-  req.include_ignored = args.value("include_ignored", false);
-  req.offset = args.value("offset", std::size_t{0});
-  req.limit = args.value("limit", std::size_t{500});
+  args.at("path").get_to(req.path);
+  args.at("depth").get_to(req.depth);
+  req.glob = args.value("glob", "");  // optional, no default: empty means no filter
+  args.at("include_ignored").get_to(req.include_ignored);
+  args.at("offset").get_to(req.offset);
+  args.at("limit").get_to(req.limit);
   auto r = ws::list_files(*(*wsp)->root, req, ctx.stop);
   if (!r) return std::unexpected(r.error());
 
@@ -41,26 +41,21 @@ Result<ToolOutput> file_list(CallContext& ctx, const json& args) {
   json out = {{"path", wire_path(r->path)}, {"entries", std::move(entries)}, {"total", r->total},
               {"truncated", r->truncated}};
   if (r->next_offset) out["next_offset"] = *r->next_offset;
-  std::string summary = fmt::format("{} entries under {}", r->total, r->path);
-  if (r->next_offset) {
-    summary += fmt::format(" (showing {}-{}; more from offset {})", req.offset + 1, req.offset + r->entries.size(),
-                           *r->next_offset);
-  }
-  return ToolOutput{std::move(out), std::move(summary)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> file_search(CallContext& ctx, const json& args) {
   auto wsp = ctx.session->workspace_for(args);
   if (!wsp) return std::unexpected(wsp.error());
   ws::SearchRequest req;
-  req.pattern = args.value("pattern", "");
-  req.path = args.value("path", ".");
-  req.glob = args.value("glob", "");
-  req.literal = args.value("literal", false);
-  req.case_sensitive = args.value("case_sensitive", true);
-  req.context_lines = args.value("context_lines", 0);
-  req.max_results = args.value("max_results", std::size_t{200});
-  req.include_ignored = args.value("include_ignored", false);
+  args.at("pattern").get_to(req.pattern);
+  args.at("path").get_to(req.path);
+  req.glob = args.value("glob", "");  // optional, no default: empty means every file
+  args.at("literal").get_to(req.literal);
+  args.at("case_sensitive").get_to(req.case_sensitive);
+  args.at("context_lines").get_to(req.context_lines);
+  args.at("max_results").get_to(req.max_results);
+  args.at("include_ignored").get_to(req.include_ignored);
 
   size_t reported = 0;
   auto progress = [&](size_t scanned) {
@@ -89,12 +84,7 @@ Result<ToolOutput> file_search(CallContext& ctx, const json& args) {
               {"binary_files_skipped", r->binary_files_skipped},
               {"total_matches_seen", r->total_matches_seen},
               {"truncated", r->truncated}};
-  std::string summary = fmt::format("{} matching lines in {} files ({} files scanned)", r->total_matches_seen,
-                                    r->files_matched, r->files_scanned);
-  if (r->truncated) {
-    summary += fmt::format("; showing the first {} by path: narrow path or glob to see the rest", r->matches.size());
-  }
-  return ToolOutput{std::move(out), std::move(summary)};
+  return ToolOutput{std::move(out)};
 }
 
 }  // namespace

@@ -98,36 +98,27 @@ Result<ToolOutput> trace_list(CallContext& ctx, RunTracer& tracer, const json& a
   q.since = args.value("since", "");
   q.parent_id = args.value("parent", "");
   q.roots_only = q.parent_id.empty();
-  q.limit = args.value("limit", 50);
+  args.at("limit").get_to(q.limit);
   q.cursor = args.value("cursor", "");
   q.who = traces_of(ctx.session->principal());
   auto page = tracer.store().list(q);
   if (!page) return std::unexpected(page.error());
   json list = json::array();
   for (const auto& r : page->records) list.push_back(trace_summary(r));
-  std::string summary = fmt::format("{} trace{} of {}{}", list.size(), list.size() == 1 ? "" : "s", (*ws)->name,
-                                    page->next_cursor.empty() ? "" : " (more: pass next_cursor as cursor)");
-  for (const auto& r : page->records)
-    summary += fmt::format("\n{} {} {} {}{}", r.id, r.kind, r.status, r.name.empty() ? "" : r.name + ": ",
-                           r.command.size() > 80 ? r.command.substr(0, 77) + "..." : r.command);
-  return ToolOutput{json{{"workspace", (*ws)->id}, {"traces", std::move(list)}, {"next_cursor", page->next_cursor}},
-                    std::move(summary)};
+  return ToolOutput{json{{"workspace", (*ws)->id}, {"traces", std::move(list)}, {"next_cursor", page->next_cursor}}};
 }
 
 Result<ToolOutput> trace_get(CallContext& ctx, RunTracer& tracer, const json& args) {
-  std::string id = args.value("trace_id", "");
-  auto doc = trace_document(tracer.store(), id, args.value("tail_bytes", std::size_t{4096}), ctx.session->principal());
+  const std::string id = args.at("trace_id");
+  auto doc = trace_document(tracer.store(), id, args.at("tail_bytes").get<std::size_t>(), ctx.session->principal());
   if (!doc) return std::unexpected(doc.error());
-  const json& t = (*doc)["trace"];
-  std::string summary = fmt::format("{} {} {}: {}", id, t.value("kind", ""), t.value("status", ""), t.value("command", ""));
-  if (t.contains("exit_code") && !t["exit_code"].is_null()) summary += fmt::format(" (exit {})", t["exit_code"].get<int>());
-  return ToolOutput{std::move(*doc), std::move(summary)};
+  return ToolOutput{std::move(*doc)};
 }
 
 Result<ToolOutput> trace_output(CallContext& ctx, RunTracer& tracer, const json& args) {
-  std::string id = args.value("trace_id", "");
-  std::string stream = args.value("stream", "stdout");
-  std::int64_t offset = args.value("offset", std::int64_t{0});
+  const std::string id = args.at("trace_id");
+  const std::string stream = args.at("stream");
+  const std::int64_t offset = args.at("offset");
   auto rec = tracer.store().get(id);
   if (!rec) return std::unexpected(rec.error());
   if (!*rec || !trace_visible_to(**rec, ctx.session->principal())) return std::unexpected(no_such_trace(id));
@@ -140,22 +131,19 @@ Result<ToolOutput> trace_output(CallContext& ctx, RunTracer& tracer, const json&
   const bool running = (*rec)->status == "running";
   if (args.contains("grep")) {
     if (offset < 0) return fail(Errc::invalid_argument, "with grep, offset must be 0 or a next_offset from an earlier call");
+    // `limit` has no schema default: it counts lines here (100) and bytes below (65536).
     auto g = tracer.store().grep_output(id, stream, args["grep"].get<std::string>(), std::uint64_t(offset),
                                         args.value("limit", 100));
     if (!g) return std::unexpected(g.error());
     json matches = json::array();
-    std::string summary = fmt::format("{} matching line{} in {} {}", g->matches.size(), g->matches.size() == 1 ? "" : "s",
-                                      id, stream);
     for (const auto& m : g->matches) {
       std::string text = sandbox::sanitize_utf8(m.text);
-      summary += fmt::format("\n{}: {}", m.line_number, text);
       matches.push_back({{"line_number", m.line_number}, {"offset", m.offset}, {"text", std::move(text)},
                          {"truncated", m.truncated}});
     }
     return ToolOutput{json{{"trace_id", id}, {"stream", stream}, {"matches", std::move(matches)}, {"offset", offset},
                            {"next_offset", g->next_offset}, {"total_bytes", g->total_bytes}, {"eof", g->eof},
-                           {"running", running}},
-                      std::move(summary)};
+                           {"running", running}}};
   }
   auto slice = tracer.store().read_output(id, stream, offset, args.value("limit", std::size_t{65536}));
   if (!slice) return std::unexpected(slice.error());
@@ -171,9 +159,7 @@ Result<ToolOutput> trace_output(CallContext& ctx, RunTracer& tracer, const json&
               {"total_bytes", slice->total_bytes},
               {"eof", !running && next >= slice->total_bytes},
               {"running", running}};
-  std::string summary = fmt::format("{} {}: bytes {}-{} of {}{}", id, stream, slice->offset, next, slice->total_bytes,
-                                    running ? " (still running)" : "");
-  return ToolOutput{std::move(out), std::move(summary)};
+  return ToolOutput{std::move(out)};
 }
 
 template <class F>

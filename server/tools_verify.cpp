@@ -29,21 +29,7 @@ Result<ToolOutput> verify(CallContext& ctx, RunTracer& tracer, sandbox::SandboxM
     req.progress = [&ctx](double done, double total, const std::string& msg) { ctx.progress(done, total, msg); };
   auto r = run_verify(tracer, m, target, req);
   if (!r) return fail(r.error().code, m.redact(r.error().message));
-  std::string text = (*r)["summary"].get<std::string>();
-  for (const auto& c : (*r)["checks"]) {
-    text += fmt::format("\n- {}: {}", c["name"].get<std::string>(), c["status"].get<std::string>());
-    if (c.contains("error")) text += " (" + c["error"].get<std::string>() + ")";
-    if (c["tests"].is_object())
-      for (const auto& f : c["tests"].value("failures", json::array())) {
-        text += fmt::format("\n    FAILED {}", f.value("name", ""));
-        if (!f.value("file", "").empty())
-          text += fmt::format(" at {}{}", f.value("file", ""), f["line"].is_number() ? ":" + f["line"].dump() : "");
-        if (!f.value("message", "").empty()) text += ": " + f.value("message", "").substr(0, 300);
-      }
-  }
-  text += fmt::format("\ntrace: {} (trace_get for details; trace_output on a check's trace_id for its output)",
-                      (*r)["trace_id"].get<std::string>());
-  return ToolOutput{std::move(*r), std::move(text)};
+  return ToolOutput{std::move(*r)};
 }
 
 }  // namespace

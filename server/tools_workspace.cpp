@@ -35,9 +35,10 @@ void add_config(json& out, const workspace::Root& root) {
 }
 
 Result<ToolOutput> workspace_open(CallContext& ctx, const json& args) {
+  // path and name are optional without a default (one of them must be given); create has one.
   std::string path = args.value("path", "");
   std::string name = args.value("name", "");
-  bool create = args.value("create", false);
+  const bool create = args.at("create");
   if (path.empty() && name.empty()) {
     return fail(Errc::invalid_argument,
                 "pass `path` (absolute folder path) to open a folder, or `name` to reopen a known workspace");
@@ -67,7 +68,7 @@ Result<ToolOutput> workspace_open(CallContext& ctx, const json& args) {
   json out = {{"id", r.id}, {"name", r.name}, {"root", r.root}, {"created_at", r.created_at},
               {"last_opened_at", r.last_opened_at}, {"is_new", opened->is_new}};
   add_config(out, *opened->workspace->root);
-  return ToolOutput{std::move(out), fmt::format("Opened workspace {} at {}", r.name, r.root)};
+  return ToolOutput{std::move(out)};
 }
 
 Result<ToolOutput> workspace_list(CallContext& ctx, const json&) {
@@ -81,7 +82,7 @@ Result<ToolOutput> workspace_list(CallContext& ctx, const json&) {
   }
   json out = {{"workspaces", std::move(items)}};
   if (auto cur = ctx.session->current()) out["current"] = cur->id;
-  return ToolOutput{std::move(out), fmt::format("{} workspaces", list->size())};
+  return ToolOutput{std::move(out)};
 }
 
 artifacts::ArtifactStore* g_artifacts = nullptr;
@@ -141,7 +142,7 @@ Result<ToolOutput> workspace_info(CallContext& ctx, const json& args) {
     out["last_opened_at"] = (*rec)->last_opened_at;
   }
   add_config(out, *(*ws)->root);
-  return ToolOutput{std::move(out), fmt::format("Workspace {} at {}", (*ws)->name, (*ws)->root->path())};
+  return ToolOutput{std::move(out)};
 }
 
 }  // namespace

@@ -257,7 +257,7 @@ TEST_CASE("unsupported_keyword finds unknown keywords anywhere, with their locat
   CHECK(unsupported_keyword(J(R"({"$defs":{"x/y":{"dependentRequired":{}}}})")) ==
         "unsupported keyword 'dependentRequired' at /$defs/x~1y");
   // a property *named* like a keyword is fine; annotation values are data, not schemas
-  CHECK_FALSE(unsupported_keyword(J(R"({"properties":{"if":{"type":"string"}},"default":{"if":1}})")));
+  CHECK_FALSE(unsupported_keyword(J(R"({"properties":{"if":{"type":"string"}},"default":{"if":"1"}})")));
 }
 
 TEST_CASE("unsupported_keyword rejects unusable keyword values") {

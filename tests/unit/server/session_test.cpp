@@ -77,6 +77,18 @@ json slow_tool_definition() {
   })");
 }
 
+// Answers with the arguments it was handed, to show what tools/call passes a handler.
+json echo_tool_definition() {
+  return json::parse(R"({
+    "name": "test_echo", "description": "returns its arguments",
+    "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+    "inputSchema": {"type": "object", "additionalProperties": false, "properties": {
+      "n": {"type": "integer", "minimum": 1, "default": 7}, "s": {"type": "string"},
+      "o": {"type": "object", "properties": {"flag": {"type": "boolean", "default": false}}}}},
+    "outputSchema": {"type": "object", "properties": {"args": {"type": "object"}}}
+  })");
+}
+
 struct Fixture {
   TempDir state;
   TempDir folder;
@@ -103,7 +115,10 @@ struct Fixture {
         c.progress(i, std::nullopt, "tick");
         std::this_thread::sleep_for(10ms);
       }
-      return server::ToolOutput{json{{"done", true}}, ""};
+      return server::ToolOutput{json{{"done", true}}};
+    });
+    registry.add_definition(echo_tool_definition(), [](server::CallContext&, const json& args) -> Result<server::ToolOutput> {
+      return server::ToolOutput{json{{"args", args}}};
     });
     ctx = std::make_unique<server::ServerContext>(server::ServerContext{*store, registry, {}});
     session = std::make_unique<server::Session>(*ctx, client);
@@ -192,6 +207,17 @@ TEST_CASE("tool errors are results with isError; unknown tools are -32602") {
   auto unknown = f.client->reply(3);
   REQUIRE(unknown);
   CHECK((*unknown)["error"]["code"] == -32602);
+}
+
+TEST_CASE("a handler receives the schema's defaults for absent arguments, never for bad ones") {
+  Fixture f;
+  f.initialize();
+  CHECK(f.call(1, "test_echo", json::object())["result"]["structuredContent"]["args"] == json{{"n", 7}});
+  CHECK(f.call(2, "test_echo", {{"n", 2}, {"s", "x"}, {"o", json::object()}})["result"]["structuredContent"]["args"] ==
+        json{{"n", 2}, {"s", "x"}, {"o", {{"flag", false}}}});
+  auto bad = f.call(3, "test_echo", {{"n", 0}});
+  CHECK(bad["result"]["isError"] == true);
+  CHECK(bad["result"]["content"][0]["text"].get<std::string>().find("arguments/n") != std::string::npos);
 }
 
 TEST_CASE("workspace_open makes the folder current and file tools work on it") {
