@@ -82,17 +82,20 @@ run_node() {
 
 # The sandbox helper's own checks (tests/sandbox_helper/check_helper.py prints "PASS"/"FAIL" per
 # check and "N checks, F failed"), as the current user and, when that is root, also as an
-# unprivileged user, because users run Kiln that way.
+# unprivileged user, because users run Kiln that way. FROM is the folder holding build/kiln-sandbox
+# and tests/ (the checkout, or a copy staged for kilntest).
 run_helper_as() {
-  local who=$1
-  shift
+  local who=$1 from=$2
+  shift 2
   local log="$logs/helper-$who.log"
-  echo "-- kiln-sandbox checks as $who --"
+  echo "-- kiln-sandbox checks as $who${from:+ (from $from)} --"
   # Sanitizer builds (scripts/test-asan.sh): setpriv --reset-env must not drop the report options.
   local keep=() v
   # Nor KILN_REQUIRE_SANDBOX (set on CI by .ci/run).
   for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS KILN_REQUIRE_SANDBOX; do [[ -n ${!v:-} ]] && keep+=("$v=${!v}"); done
-  "$@" env "${keep[@]}" KILN_SANDBOX="$build_abs/kiln-sandbox" python3 tests/sandbox_helper/check_helper.py 2>&1 | tee "$log"
+  local bin=$build_abs/kiln-sandbox dir=$root
+  [[ -n $from ]] && bin=$from/build/kiln-sandbox dir=$from
+  (cd "$dir" && "$@" env "${keep[@]}" KILN_SANDBOX="$bin" python3 tests/sandbox_helper/check_helper.py) 2>&1 | tee "$log"
   local line n f
   line=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$log" | tail -1)
   if [[ -z $line ]]; then
@@ -107,6 +110,51 @@ run_helper_as() {
   ((f == 0)) || failures+=("helper as $who")
 }
 
+# What the checks read besides the helper binary, relative to the repo root.
+helper_files=(tests/sandbox_helper tests/security/probes/proc_write_walk.py)
+
+# The kilntest pass: from the checkout when kilntest can reach it, else from a copy staged by
+# scripts/stage-for-user.sh in /tmp (a CI clone under /root, mode 0700), removed however it ends.
+run_helper_as_kilntest() {
+  id kilntest >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin kilntest
+  local why='' stage='' p
+  local as=(setpriv --reuid kilntest --regid kilntest --init-groups --reset-env)
+  local reach=(test -x "$build_abs/kiln-sandbox")
+  for p in tests/sandbox_helper/check_helper.py tests/sandbox_helper/run_helper.py tests/sandbox_helper/syscall_probe.c "${helper_files[1]}"; do
+    reach+=(-a -r "$root/$p")
+  done
+  if ! command -v setpriv >/dev/null; then
+    why="setpriv is not installed"
+  elif ! id kilntest >/dev/null 2>&1; then
+    why="there is no user kilntest and useradd could not create it"
+  elif "${as[@]}" "${reach[@]}"; then
+    run_helper_as kilntest '' "${as[@]}"
+    return
+  else
+    echo "kilntest cannot reach $build_abs/kiln-sandbox or $root/tests (directory permissions): staging a copy"
+    trap 'rm -rf -- "$stage"' EXIT
+    trap 'rm -rf -- "$stage"; exit 130' INT TERM HUP
+    # On success the script's only output is the folder; on failure, why.
+    if stage=$(scripts/stage-for-user.sh kilntest "$build_abs" "${helper_files[@]}" 2>&1); then
+      run_helper_as kilntest "$stage" "${as[@]}"
+    else
+      why="kilntest cannot read $build_abs or $root (directory permissions), and staging a copy failed: $stage"
+      stage=''
+    fi
+    rm -rf -- "$stage"
+    trap - EXIT INT TERM HUP
+  fi
+  [[ -z $why ]] && return
+  if [[ ${KILN_REQUIRE_SANDBOX:-} == 1 ]]; then
+    # CI can run the checks as kilntest, so there a pass that did not happen is a failure.
+    echo "FAIL: not run as kilntest, and KILN_REQUIRE_SANDBOX=1 makes that a failure: $why"
+    failed=$((failed + 1))
+    failures+=("helper as kilntest (not run)")
+  else
+    echo "not run as kilntest: $why; counted as not run"
+  fi
+}
+
 run_helper() {
   echo "== kiln-sandbox helper checks =="
   if [[ ! -x $build_abs/kiln-sandbox ]]; then
@@ -114,16 +162,8 @@ run_helper() {
     failures+=("helper (no $build_abs/kiln-sandbox)")
     return
   fi
-  run_helper_as "$(id -un)"
-  if ((EUID == 0)); then
-    id kilntest >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin kilntest
-    # The unprivileged user must be able to reach the helper and the test scripts.
-    if setpriv --reuid kilntest --regid kilntest --init-groups test -x "$build_abs/kiln-sandbox" -a -r "$root/tests/sandbox_helper/check_helper.py"; then
-      run_helper_as kilntest setpriv --reuid kilntest --regid kilntest --init-groups --reset-env
-    else
-      echo "not run as kilntest: it cannot read $build_abs or $root (directory permissions); counted as not run"
-    fi
-  fi
+  run_helper_as "$(id -un)" ''
+  if ((EUID == 0)); then run_helper_as_kilntest; fi
 }
 
 # SANDBOX_CASES.md as attacks through MCP (tests/security/run.mjs: as the current user and, when

@@ -64,11 +64,23 @@ def dead(pid):
 
 
 def main():
+    # The workspace and a temporary home are removed however the checks end.
+    made = []
+    try:
+        return checks(made)
+    finally:
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def checks(made):
     ws = tempfile.mkdtemp(prefix="kiln-helper-check-")
+    made.append(ws)
     home = os.path.expanduser("~")
     if not os.access(home, os.W_OK):
         # A system user made without a home (useradd by another suite): plant the bait in a temp one.
         home = tempfile.mkdtemp(prefix="kiln-helper-home-")
+        made.append(home)
         os.environ["HOME"] = home
     # A host secret and a link to it planted in the workspace (cases 1 and 3).
     secret_dir = os.path.join(home, ".ssh")

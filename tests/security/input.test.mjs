@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import { RawServer } from '../lib/kiln.mjs';
 import { mcpFetch, rawSession, startServe } from '../lib/mcp_http.mjs';
 import {
-  callTool, errorText, exec, ok, rand, requireSandboxTools, sleep, startKiln, waitFor, withSandbox,
+  callTool, errorText, exec, ok, rand, requireSandboxTools, sleep, startKiln, tempDir, waitFor, withSandbox,
 } from './lib.mjs';
 
 const GiB = 1024 ** 3;
@@ -210,7 +210,7 @@ describe('huge arguments in error messages', () => {
 
 describe('duplicate JSON keys', () => {
   test('stdio: a repeated tool name is refused, and neither tool runs', async () => {
-    const ws = path.join(fs.mkdtempSync('/tmp/kiln-sec-dup-'), 'ws');
+    const ws = path.join(tempDir('kiln-sec-dup-'), 'ws');
     fs.mkdirSync(ws);
     const raw = new RawServer({ args: ['--workspace', ws] });
     try {
