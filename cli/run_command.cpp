@@ -10,17 +10,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/local_workspace.h"
 #include "cli/process_setup.h"
-#include "core/path_nesting.h"
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
 #include "server/principal.h"
 #include "server/run_tracing.h"
 #include "server/workspace_opening.h"
-#include "traces/trace_store.h"
-#include "workspace/path_links.h"
-#include "workspace/root.h"
-#include "workspace/state_store.h"
 
 namespace kiln::cli {
 
@@ -53,46 +49,18 @@ int exit_code_for(const sbx::ExecResult& r) {
 
 int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string ws = o.workspace.empty() ? fs::current_path(ec).string() : o.workspace;
-  auto resolved = workspace::resolve_workspace_path(ws);
-  if (!resolved) {
-    std::fprintf(stderr, "kiln run: %s\n", resolved.error().message.c_str());
+  // The run is recorded like an agent's: a trace under the folder's workspace record.
+  auto local = open_local_workspace(o.workspace, state_dir);
+  if (!local) {
+    std::fprintf(stderr, "kiln run: %s\n", local.error().message.c_str());
     return 125;
   }
-  ws = *resolved;
-  auto root = workspace::Root::open_resolved(ws);
-  if (!root) {
-    std::fprintf(stderr, "kiln run: %s\n", root.error().message.c_str());
-    return 125;
-  }
-  // Before the folder is registered or a check runs: never the state directory, in it or around it.
-  if (auto apart = check_apart_from_state_dir(root->path(), state_dir); !apart) {
-    std::fprintf(stderr, "kiln run: %s\n", apart.error().message.c_str());
-    return 125;
-  }
+  const workspace::Root& root = local->root;
+  const workspace::WorkspaceRecord& ws_rec = local->record;
   // Signals are taken by a thread that cancels the run, so Ctrl-C kills the sandboxed tree and
   // kiln still reports and exits with the right code.
   std::stop_source stop = stop_on_termination_signals();
 
-  // The run is recorded like an agent's: a trace under the folder's workspace record. The stores
-  // are opened before the sandbox manager so they outlive its last clean-up callback.
-  auto state = workspace::StateStore::open(state_dir);
-  if (!state) {
-    std::fprintf(stderr, "kiln run: %s\n", state.error().message.c_str());
-    return 125;
-  }
-  bool created = false;
-  auto ws_rec = (*state)->open_workspace(root->path(), "", &created);
-  if (!ws_rec) {
-    std::fprintf(stderr, "kiln run: %s\n", ws_rec.error().message.c_str());
-    return 125;
-  }
-  auto trace_store = traces::TraceStore::open(state_dir);
-  if (!trace_store) {
-    std::fprintf(stderr, "kiln run: %s\n", trace_store.error().message.c_str());
-    return 125;
-  }
   sbx::ManagerOptions mo;
   mo.state_dir = state_dir;
   mo.helper_path = default_helper_path();
@@ -100,11 +68,11 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   mo.warm_spares = false;  // one run and out: a spare would never be used
   sbx::SandboxManager m(mo);
 
-  if (auto ok = sbx::check_workspace_root(root->path(), state_dir); !ok) {
+  if (auto ok = sbx::check_workspace_root(root.path(), state_dir); !ok) {
     std::fprintf(stderr, "kiln run: %s\n", ok.error().message.c_str());
     return 125;
   }
-  server::LoadedConfig cfg = server::load_config(*root);
+  server::LoadedConfig cfg = server::load_config(root);
   if (!cfg.error.empty()) std::fprintf(stderr, "kiln run: warning: %s (its sandbox defaults are not applied)\n", cfg.error.c_str());
   sbx::PolicyInput in;
   in.config_sandbox = cfg.config.value("sandbox", json::object());
@@ -131,9 +99,9 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   }
   if (!env.empty()) in.args["env"] = env;
   if (!o.secrets.empty()) in.args["secrets"] = o.secrets;
-  server::RunTracer tracer(**trace_store, nullptr, &m);
-  in.workspace_root = root->path();
-  in.workspace_id = ws_rec->id;
+  server::RunTracer tracer(*local->traces, nullptr, &m);
+  in.workspace_root = root.path();
+  in.workspace_id = ws_rec.id;
   auto policy = sbx::make_policy(in);
   if (policy) policy->owner = local_principal();  // the CLI acts as the local user
   if (policy) {
@@ -151,13 +119,14 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   req.owner = local_principal();
   req.argv = o.command;
   req.display_command = fmt::format("{}", fmt::join(o.command, " "));
+  std::error_code ec;
   fs::path cwd = fs::current_path(ec);
   std::string cwd_s = cwd.string();
-  req.cwd = (cwd_s == root->path() || cwd_s.starts_with(root->path() + "/")) ? cwd_s : root->path();
+  req.cwd = (cwd_s == root.path() || cwd_s.starts_with(root.path() + "/")) ? cwd_s : root.path();
   req.tail_bytes = 0;
   req.live_output = [](bool is_err, std::string_view chunk) { write_all(is_err ? 2 : 1, chunk); };
   server::ExecTraceInfo info;
-  info.workspace_id = ws_rec->id;
+  info.workspace_id = ws_rec.id;
   info.client = json{{"name", "kiln run"}, {"version", KILN_VERSION}};
   info.principal = local_principal();
   info.policy = server::policy_json(*policy);

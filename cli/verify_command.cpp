@@ -5,23 +5,18 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/local_workspace.h"
 #include "cli/process_setup.h"
-#include "core/path_nesting.h"
 #include "sandbox/manager.h"
 #include "server/principal.h"
 #include "server/run_tracing.h"
 #include "server/verify_runner.h"
 #include "traces/junit_writer.h"
-#include "traces/trace_store.h"
-#include "workspace/path_links.h"
-#include "workspace/root.h"
-#include "workspace/state_store.h"
 
 namespace kiln::cli {
 
@@ -50,53 +45,24 @@ void print_failures(const json& result, bool color) {
 }  // namespace
 
 int run_verify_checks(const VerifyOptions& o, const std::string& state_dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string ws = o.workspace.empty() ? fs::current_path(ec).string() : o.workspace;
-  auto resolved = workspace::resolve_workspace_path(ws);
-  if (!resolved) {
-    std::fprintf(stderr, "kiln verify: %s\n", resolved.error().message.c_str());
-    return 2;
-  }
-  ws = *resolved;
-  auto root = workspace::Root::open_resolved(ws);
-  if (!root) {
-    std::fprintf(stderr, "kiln verify: %s\n", root.error().message.c_str());
-    return 2;
-  }
-  // Before the folder is registered or a check runs: never the state directory, in it or around it.
-  if (auto apart = check_apart_from_state_dir(root->path(), state_dir); !apart) {
-    std::fprintf(stderr, "kiln verify: %s\n", apart.error().message.c_str());
+  auto local = open_local_workspace(o.workspace, state_dir);
+  if (!local) {
+    std::fprintf(stderr, "kiln verify: %s\n", local.error().message.c_str());
     return 2;
   }
   // Ctrl-C cancels the running check (its whole tree is killed) and the rest; the result and the
   // trace still say what happened.
   std::stop_source stop = stop_on_termination_signals();
 
-  auto state = workspace::StateStore::open(state_dir);
-  if (!state) {
-    std::fprintf(stderr, "kiln verify: %s\n", state.error().message.c_str());
-    return 2;
-  }
-  bool created = false;
-  auto rec = (*state)->open_workspace(root->path(), "", &created);
-  if (!rec) {
-    std::fprintf(stderr, "kiln verify: %s\n", rec.error().message.c_str());
-    return 2;
-  }
-  auto trace_store = traces::TraceStore::open(state_dir);
-  if (!trace_store) {
-    std::fprintf(stderr, "kiln verify: %s\n", trace_store.error().message.c_str());
-    return 2;
-  }
   sandbox::ManagerOptions mo;
   mo.state_dir = state_dir;
   mo.helper_path = default_helper_path();
   sandbox::SandboxManager m(mo);
-  server::RunTracer tracer(**trace_store, nullptr, &m);
+  server::RunTracer tracer(*local->traces, nullptr, &m);
 
   const bool tty = ::isatty(2);
-  server::VerifyTarget target{rec->id, rec->name, std::make_shared<const workspace::Root>(std::move(*root)), state_dir};
+  server::VerifyTarget target{local->record.id, local->record.name,
+                             std::make_shared<const workspace::Root>(std::move(local->root)), state_dir};
   server::VerifyRequest req;
   req.only = o.checks;
   req.client = json{{"name", "kiln verify"}, {"version", KILN_VERSION}};
