@@ -44,17 +44,22 @@ class ClientBridgeSink final : public spdlog::sinks::base_sink<std::mutex> {
   void flush_() override {}
 };
 
-spdlog::level::level_enum parse_level(std::string_view level) {
+}  // namespace
+
+std::span<const std::string_view> log_level_names() {
+  static constexpr std::string_view names[] = {"debug", "info", "notice", "warning", "error", "critical", "off"};
+  return names;
+}
+
+std::optional<spdlog::level::level_enum> parse_level(std::string_view level) {
   if (level == "debug" || level == "trace") return spdlog::level::debug;
   if (level == "info" || level == "notice") return spdlog::level::info;
   if (level == "warning" || level == "warn") return spdlog::level::warn;
   if (level == "error") return spdlog::level::err;
   if (level == "critical" || level == "alert" || level == "emergency") return spdlog::level::critical;
   if (level == "off") return spdlog::level::off;
-  return spdlog::level::info;
+  return std::nullopt;
 }
-
-}  // namespace
 
 void init_logging(std::string_view level) {
   auto stderr_sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
@@ -62,7 +67,7 @@ void init_logging(std::string_view level) {
   auto bridge = std::make_shared<ClientBridgeSink>();
   bridge->set_level(spdlog::level::debug);
   auto logger = std::make_shared<spdlog::logger>("kiln", spdlog::sinks_init_list{stderr_sink, bridge});
-  auto l = parse_level(level);
+  auto l = parse_level(level).value_or(spdlog::level::info);
   stderr_sink->set_level(l);
   logger->set_level(spdlog::level::debug);  // the bridge sees debug; stderr filters by `level`
   spdlog::set_default_logger(logger);

@@ -3,9 +3,20 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <span>
 #include <string_view>
 
+#include <spdlog/common.h>
+
 namespace kiln::server {
+
+// The level names `--log-level` lists: MCP's (RFC 5424) that a person would pick, and "off".
+std::span<const std::string_view> log_level_names();
+
+// A level name (those above, or another RFC 5424 or spdlog spelling) as spdlog's level; nullopt
+// for anything else.
+std::optional<spdlog::level::level_enum> parse_level(std::string_view level);
 
 // Sets up the stderr logger; `level` is an MCP/RFC 5424 level name or spdlog name.
 void init_logging(std::string_view level);

@@ -1,29 +1,24 @@
 // `kiln verify` for people and CI: the same engine as the verify tool, with a progress display
 // on a terminal, plain lines otherwise, --json for machines and --junit for CI test panels.
-#include <signal.h>
+#include "cli/verify_command.h"
+
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
-#include <thread>
 
-#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
-#include "core/path_nesting.h"
-
+#include "cli/local_workspace.h"
+#include "cli/process_setup.h"
 #include "sandbox/manager.h"
 #include "server/principal.h"
 #include "server/run_tracing.h"
-#include "server/tools.h"
 #include "server/verify_runner.h"
 #include "traces/junit_writer.h"
-#include "traces/trace_store.h"
-#include "workspace/path_links.h"
-#include "workspace/root.h"
-#include "workspace/state_store.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 
 using nlohmann::json;
 
@@ -49,58 +44,29 @@ void print_failures(const json& result, bool color) {
 
 }  // namespace
 
-int verify_command(const VerifyOptions& o, const std::string& state_dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string ws = o.workspace.empty() ? fs::current_path(ec).string() : o.workspace;
-  auto resolved = workspace::resolve_workspace_path(ws);
-  if (!resolved) {
-    std::fprintf(stderr, "kiln verify: %s\n", resolved.error().message.c_str());
-    return 2;
-  }
-  ws = *resolved;
-  auto root = workspace::Root::open_resolved(ws);
-  if (!root) {
-    std::fprintf(stderr, "kiln verify: %s\n", root.error().message.c_str());
-    return 2;
-  }
-  // Before the folder is registered or a check runs: never the state directory, in it or around it.
-  if (auto apart = check_apart_from_state_dir(root->path(), state_dir); !apart) {
-    std::fprintf(stderr, "kiln verify: %s\n", apart.error().message.c_str());
+int run_verify_checks(const VerifyOptions& o, const std::string& state_dir) {
+  auto local = open_local_workspace(o.workspace, state_dir);
+  if (!local) {
+    std::fprintf(stderr, "kiln verify: %s\n", local.error().message.c_str());
     return 2;
   }
   // Ctrl-C cancels the running check (its whole tree is killed) and the rest; the result and the
   // trace still say what happened.
   std::stop_source stop = stop_on_termination_signals();
 
-  auto state = workspace::StateStore::open(state_dir);
-  if (!state) {
-    std::fprintf(stderr, "kiln verify: %s\n", state.error().message.c_str());
-    return 2;
-  }
-  bool created = false;
-  auto rec = (*state)->open_workspace(root->path(), "", &created);
-  if (!rec) {
-    std::fprintf(stderr, "kiln verify: %s\n", rec.error().message.c_str());
-    return 2;
-  }
-  auto trace_store = traces::TraceStore::open(state_dir);
-  if (!trace_store) {
-    std::fprintf(stderr, "kiln verify: %s\n", trace_store.error().message.c_str());
-    return 2;
-  }
   sandbox::ManagerOptions mo;
   mo.state_dir = state_dir;
   mo.helper_path = default_helper_path();
   sandbox::SandboxManager m(mo);
-  RunTracer tracer(**trace_store, nullptr, &m);
+  server::RunTracer tracer(*local->traces, nullptr, &m);
 
   const bool tty = ::isatty(2);
-  VerifyTarget target{rec->id, rec->name, std::make_shared<const workspace::Root>(std::move(*root)), state_dir};
-  VerifyRequest req;
+  server::VerifyTarget target{local->record.id, local->record.name,
+                             std::make_shared<const workspace::Root>(std::move(local->root)), state_dir};
+  server::VerifyRequest req;
   req.only = o.checks;
   req.client = json{{"name", "kiln verify"}, {"version", KILN_VERSION}};
-  req.principal = local_principal();  // the CLI acts as the local user
+  req.principal = server::local_principal();  // the CLI acts as the local user
   req.stop = stop.get_token();
   req.progress = [tty, json_out = o.json](double, double, const std::string& msg) {
     if (json_out && !tty) return;
@@ -111,7 +77,7 @@ int verify_command(const VerifyOptions& o, const std::string& state_dir) {
     req.live_output = [](const std::string&, bool is_stderr, std::string_view chunk) {
       std::fwrite(chunk.data(), 1, chunk.size(), is_stderr ? stderr : stdout);
     };
-  auto result = run_verify(tracer, m, target, req);
+  auto result = server::run_verify(tracer, m, target, req);
   m.shutdown();
   if (!result) {
     std::fprintf(stderr, "kiln verify: %s\n", result.error().message.c_str());
@@ -133,4 +99,23 @@ int verify_command(const VerifyOptions& o, const std::string& state_dir) {
   return status == "pass" ? 0 : status == "fail" ? 1 : 2;
 }
 
-}  // namespace kiln::server
+CLI::App& VerifyCommand::configure(CLI::App& app) {
+  auto* verify = app.add_subcommand("verify", "Run the workspace's kiln.json checks in a sandbox (exit 0 only on pass)");
+  verify->footer(
+      "The checks are kiln.json's \"verify\" list, e.g. {\"verify\": [{\"name\": \"test\", \"run\": \"make test\"}]}; "
+      "they run in order in one sandbox and are recorded as a trace (kiln traces show ID). "
+      "Exit: 0 pass, 1 fail, 2 error.");
+  verify->add_option("checks", options_.checks, "Check names (default: all, in kiln.json order)");
+  verify->add_option("--workspace,-w", options_.workspace, "Workspace folder (default: the current directory)");
+  verify->add_flag("--json", options_.json, "Print the result as JSON on stdout");
+  verify->add_option("--junit", options_.junit, "Also write the result as a JUnit XML report to FILE");
+  verify->add_flag("--verbose,-v", options_.verbose, "Stream each check's output");
+  return *verify;
+}
+
+int VerifyCommand::run(const GlobalOptions& global) {
+  if (!state_store_opens(global.state_dir)) return 2;
+  return run_verify_checks(options_, global.state_dir);
+}
+
+}  // namespace kiln::cli

@@ -1,11 +1,12 @@
 // The composition of one MCP server process (see mcp_runtime.h). Everything here lives until the
 // process exits: sessions hold references into it and transports leave with _Exit.
-#include "server/mcp_runtime.h"
+#include "cli/mcp_runtime.h"
 
 #include <chrono>
 #include <memory>
 
 #include "artifacts/artifact_store.h"
+#include "cli/process_setup.h"
 #include "sandbox/manager.h"
 #include "server/run_tracing.h"
 #include "server/tool_registry.h"
@@ -15,18 +16,23 @@
 #include "traces/trace_store.h"
 #include "workspace/state_store.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 
 namespace {
 
+using server::RunTracer;
+using server::ServerContext;
+using server::ToolRegistry;
+using server::TraceHub;
+
 void fill_registry(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, RunTracer* tracer,
                    artifacts::ArtifactStore* artifacts) {
-  register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr, artifacts);
-  register_file_tools(registry);
-  register_search_tools(registry);
-  register_sandbox_tools(registry, sandboxes, tracer);
-  if (tracer) register_trace_tools(registry, *tracer, sandboxes);
-  if (tracer && artifacts) register_publish_tools(registry, *tracer, *artifacts);
+  server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr, artifacts);
+  server::register_file_tools(registry);
+  server::register_search_tools(registry);
+  server::register_sandbox_tools(registry, sandboxes, tracer);
+  if (tracer) server::register_trace_tools(registry, *tracer, sandboxes);
+  if (tracer && artifacts) server::register_publish_tools(registry, *tracer, *artifacts);
   registry.check_complete();
 }
 
@@ -89,4 +95,4 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   return &server;
 }
 
-}  // namespace kiln::server
+}  // namespace kiln::cli

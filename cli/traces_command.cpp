@@ -1,8 +1,6 @@
 // The `kiln traces` subcommands. They open the SQLite stores in the state directory themselves
 // (WAL lets them read while a server writes), so they work whether or not a server is running.
-#include "server/cli_traces.h"
-#include "server/principal.h"
-#include "server/tools_traces.h"
+#include "cli/traces_command.h"
 
 #include <sys/stat.h>
 
@@ -18,38 +16,26 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/report.h"
+#include "server/principal.h"
+#include "server/tools_traces.h"
 #include "traces/otlp_export.h"
 #include "traces/trace_store.h"
 #include "workspace/state_store.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 namespace {
 
 using nlohmann::json;
+using server::local_principal;
+using server::trace_visible_to;
+using server::traces_of;
 using traces::TraceRecord;
 using traces::TraceStore;
-
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
 
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-int report(const Error& e) {
-  std::fprintf(stderr, "kiln: %s\n", e.message.c_str());
-  return e.code == Errc::invalid_argument ? kExitUsage : kExitError;
-}
-
-int usage(const std::string& message) {
-  std::fprintf(stderr, "kiln: %s\n", message.c_str());
-  return kExitUsage;
-}
-
-// Invalid UTF-8 in a command line or in output must not make --json fail half-way.
-std::string dump(const json& j, int indent = 2) {
-  return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
 // nullptr when nothing was ever recorded there: reading must not create a state directory.
@@ -186,7 +172,7 @@ std::string names(const json& arr) {
 std::string field(const json& obj, const char* key) {
   if (!obj.is_object() || !obj.contains(key)) return {};
   const json& v = obj[key];
-  return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : dump(v, -1);
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : dump_json(v, -1);
 }
 
 std::string trace_text(const TraceRecord& r, const std::vector<TraceRecord>& steps, const std::string& ws_name) {
@@ -247,7 +233,7 @@ std::string trace_text(const TraceRecord& r, const std::vector<TraceRecord>& ste
     for (const auto& s : steps)
       out += fmt::format("    {}  {:<20}  {:<11}  {}\n", s.id, one_line(what_of(s), 20), s.status, duration_of(s));
   } else if (!r.result.is_null()) {
-    line("result", one_line(dump(r.result, -1), 2000));
+    line("result", one_line(dump_json(r.result, -1), 2000));
   }
   out += fmt::format("  more: kiln traces output {} [--stream stderr] [--grep PATTERN]; kiln traces show {} --json\n",
                      r.id, r.id);
@@ -256,9 +242,11 @@ std::string trace_text(const TraceRecord& r, const std::vector<TraceRecord>& ste
 
 }  // namespace
 
-TracesCommand::TracesCommand(CLI::App& app, std::string& state_dir) {
+CLI::App& TracesCommand::configure(CLI::App& app) {
   traces_ = app.add_subcommand("traces", "Read the traces of past runs (no server needed)");
-  traces_->add_option("--state-dir", state_dir, "State directory");
+  traces_->footer(
+      "Every kiln run, kiln verify, kiln publish and agent sandbox run leaves a trace in the state directory. "
+      "Exit: 0 ok, 1 not found or failed, 2 usage.");
 
   list_ = traces_->add_subcommand("list", "Traces, newest first");
   list_->add_option("--workspace", workspace_, "Only this workspace (name or id)");
@@ -280,13 +268,11 @@ TracesCommand::TracesCommand(CLI::App& app, std::string& state_dir) {
   export_->add_option("id", id_, "Trace id (tr_...)");
   export_->add_flag("--otlp", otlp_, "OpenTelemetry OTLP/JSON (ExportTraceServiceRequest), e.g. for Jaeger");
   export_->add_option("--output,-o", output_file_, "Write to this file instead of stdout");
-
-  for (auto* sub : {list_, show_, output_, export_}) sub->add_option("--state-dir", state_dir, "State directory");
+  return *traces_;
 }
 
-bool TracesCommand::parsed() const { return traces_->parsed(); }
-
-int TracesCommand::run(const std::string& state_dir) {
+int TracesCommand::run(const GlobalOptions& global) {
+  const std::string& state_dir = global.state_dir;
   // CLI11 would answer a missing id with its own exit code; usage errors are 2 here.
   if ((show_->parsed() || output_->parsed() || export_->parsed()) && id_.empty())
     return usage("which trace? pass its id (tr_...), as `kiln traces list` shows");
@@ -321,7 +307,7 @@ int TracesCommand::list(const std::string& state_dir) {
   if (json_) {
     json arr = json::array();
     for (const auto& r : records) arr.push_back(traces::to_json(r));
-    std::printf("%s\n", dump(arr).c_str());
+    std::printf("%s\n", dump_json(arr).c_str());
     return 0;
   }
   std::fputs(trace_table(records).c_str(), stdout);
@@ -335,7 +321,7 @@ int TracesCommand::show(const std::string& state_dir) {
   auto rec = find_trace(store->get(), id_, state_dir);
   if (!rec) return report(rec.error());
   if (json_) {
-    std::printf("%s\n", dump(traces::to_json(*rec)).c_str());
+    std::printf("%s\n", dump_json(traces::to_json(*rec)).c_str());
     return 0;
   }
   traces::TraceQuery q;
@@ -391,7 +377,7 @@ int TracesCommand::export_otlp(const std::string& state_dir) {
   auto children = collect(**store, q, 0);
   if (!children) return report(children.error());
   std::reverse(children->begin(), children->end());
-  const std::string text = dump(traces::to_otlp(*rec, *children, KILN_VERSION)) + "\n";
+  const std::string text = dump_json(traces::to_otlp(*rec, *children, KILN_VERSION)) + "\n";
   if (output_file_.empty()) {
     if (!write_all(stdout, text) || std::fflush(stdout) != 0) return report(Error{Errc::io, "cannot write to stdout"});
     return 0;
@@ -405,4 +391,4 @@ int TracesCommand::export_otlp(const std::string& state_dir) {
   return 0;
 }
 
-}  // namespace kiln::server
+}  // namespace kiln::cli

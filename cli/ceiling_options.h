@@ -6,7 +6,7 @@
 
 #include "sandbox/host_budget.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 
 inline void add_ceiling_options(CLI::App& cmd, sandbox::HostCeilings& c) {
   cmd.add_option("--max-sandboxes", c.max_sandboxes, "Most live sandboxes at once (default 128)")
@@ -23,4 +23,4 @@ inline void add_ceiling_options(CLI::App& cmd, sandbox::HostCeilings& c) {
       ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
 }
 
-}  // namespace kiln::server
+}  // namespace kiln::cli

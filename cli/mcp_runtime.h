@@ -9,7 +9,7 @@
 #include "sandbox/host_budget.h"
 #include "server/session.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 
 struct McpRuntimeOptions {
   std::string state_dir;
@@ -22,6 +22,6 @@ struct McpRuntimeOptions {
 // Opens the stores and the sandbox manager for the rest of the process (tool handlers and the
 // sandbox reaper use them until exit) and starts filling the tool registry in the background.
 // Call it once, before any session exists. The context's options are the caller's to adjust.
-Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options);
+Result<server::ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options);
 
-}  // namespace kiln::server
+}  // namespace kiln::cli

@@ -6,9 +6,10 @@
 #include <cstddef>
 #include <string>
 
+#include "cli/command.h"
 #include "sandbox/host_budget.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 
 struct ServeOptions {
   std::string listen = "127.0.0.1:7700";
@@ -27,10 +28,22 @@ struct ServeOptions {
 
 // Runs until SIGTERM/SIGINT (or, as a daemon, until its state directory disappears or another
 // server takes it over). Exit codes: 0 after a clean stop, 1 if it cannot start.
-int serve_command(const ServeOptions& options, const std::string& state_dir);
+int run_serve(const ServeOptions& options, const std::string& state_dir);
 
 // `kiln serve --print-token`: prints the state directory's MCP bearer token (making it first if
 // there is none yet), for pasting into a client's Authorization header.
-int print_token_command(const std::string& state_dir);
+int print_token(const std::string& state_dir);
 
-}  // namespace kiln::server
+class ServeCommand final : public Command {
+ public:
+  std::string_view name() const override { return "serve"; }
+  CLI::App& configure(CLI::App& app) override;
+  int run(const GlobalOptions& global) override;
+  const ServeOptions& options() const { return options_; }
+
+ private:
+  ServeOptions options_;
+  bool print_token_ = false;
+};
+
+}  // namespace kiln::cli

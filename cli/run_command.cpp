@@ -1,36 +1,29 @@
-// The sandbox on the command line: `kiln run [...] -- CMD...` (the same sandbox as the MCP tools,
-// for humans and CI: live output, exit code passed through) and `kiln secret set|list|rm`.
-#include <signal.h>
-#include <termios.h>
+// `kiln run`: the command line's sandbox (the same one the MCP tools use); its stores are opened
+// the way an agent's run opens them, so the run gets a trace under the folder's workspace.
+#include "cli/run_command.h"
+
 #include <unistd.h>
 
-#include <climits>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
-#include <thread>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "core/path_nesting.h"
-
+#include "cli/local_workspace.h"
+#include "cli/process_setup.h"
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
-#include "sandbox/secrets.h"
 #include "server/principal.h"
 #include "server/run_tracing.h"
-#include "server/tools.h"
 #include "server/workspace_opening.h"
-#include "traces/trace_store.h"
-#include "workspace/path_links.h"
-#include "workspace/root.h"
-#include "workspace/state_store.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 
 namespace {
 
 using nlohmann::json;
+using server::local_principal;
 namespace sbx = kiln::sandbox;
 
 void write_all(int fd, std::string_view s) {
@@ -54,77 +47,20 @@ int exit_code_for(const sbx::ExecResult& r) {
 
 }  // namespace
 
-std::stop_source stop_on_termination_signals() {
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  std::stop_source stop;
-  std::thread([sigs, stop]() mutable {
-    int sig = 0;
-    if (sigwait(&sigs, &sig) == 0) stop.request_stop();
-  }).detach();
-  return stop;
-}
-
-std::string default_helper_path() {
-  if (const char* e = std::getenv("KILN_SANDBOX_HELPER"); e && *e) return e;
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    buf[n] = '\0';
-    auto dir = std::filesystem::path(buf).parent_path();
-    for (auto p : {dir / "kiln-sandbox", dir / "../libexec/kiln/kiln-sandbox"})
-      if (::access(p.c_str(), X_OK) == 0) return p.lexically_normal().string();
-    return (dir / "kiln-sandbox").string();
-  }
-  return "kiln-sandbox";
-}
-
-int run_command(const RunOptions& o, const std::string& state_dir) {
+int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string ws = o.workspace.empty() ? fs::current_path(ec).string() : o.workspace;
-  auto resolved = workspace::resolve_workspace_path(ws);
-  if (!resolved) {
-    std::fprintf(stderr, "kiln run: %s\n", resolved.error().message.c_str());
+  // The run is recorded like an agent's: a trace under the folder's workspace record.
+  auto local = open_local_workspace(o.workspace, state_dir);
+  if (!local) {
+    std::fprintf(stderr, "kiln run: %s\n", local.error().message.c_str());
     return 125;
   }
-  ws = *resolved;
-  auto root = workspace::Root::open_resolved(ws);
-  if (!root) {
-    std::fprintf(stderr, "kiln run: %s\n", root.error().message.c_str());
-    return 125;
-  }
-  // Before the folder is registered or a check runs: never the state directory, in it or around it.
-  if (auto apart = check_apart_from_state_dir(root->path(), state_dir); !apart) {
-    std::fprintf(stderr, "kiln run: %s\n", apart.error().message.c_str());
-    return 125;
-  }
+  const workspace::Root& root = local->root;
+  const workspace::WorkspaceRecord& ws_rec = local->record;
   // Signals are taken by a thread that cancels the run, so Ctrl-C kills the sandboxed tree and
   // kiln still reports and exits with the right code.
   std::stop_source stop = stop_on_termination_signals();
 
-  // The run is recorded like an agent's: a trace under the folder's workspace record. The stores
-  // are opened before the sandbox manager so they outlive its last clean-up callback.
-  auto state = workspace::StateStore::open(state_dir);
-  if (!state) {
-    std::fprintf(stderr, "kiln run: %s\n", state.error().message.c_str());
-    return 125;
-  }
-  bool created = false;
-  auto ws_rec = (*state)->open_workspace(root->path(), "", &created);
-  if (!ws_rec) {
-    std::fprintf(stderr, "kiln run: %s\n", ws_rec.error().message.c_str());
-    return 125;
-  }
-  auto trace_store = traces::TraceStore::open(state_dir);
-  if (!trace_store) {
-    std::fprintf(stderr, "kiln run: %s\n", trace_store.error().message.c_str());
-    return 125;
-  }
   sbx::ManagerOptions mo;
   mo.state_dir = state_dir;
   mo.helper_path = default_helper_path();
@@ -132,11 +68,11 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   mo.warm_spares = false;  // one run and out: a spare would never be used
   sbx::SandboxManager m(mo);
 
-  if (auto ok = sbx::check_workspace_root(root->path(), state_dir); !ok) {
+  if (auto ok = sbx::check_workspace_root(root.path(), state_dir); !ok) {
     std::fprintf(stderr, "kiln run: %s\n", ok.error().message.c_str());
     return 125;
   }
-  LoadedConfig cfg = load_config(*root);
+  server::LoadedConfig cfg = server::load_config(root);
   if (!cfg.error.empty()) std::fprintf(stderr, "kiln run: warning: %s (its sandbox defaults are not applied)\n", cfg.error.c_str());
   sbx::PolicyInput in;
   in.config_sandbox = cfg.config.value("sandbox", json::object());
@@ -163,9 +99,9 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   }
   if (!env.empty()) in.args["env"] = env;
   if (!o.secrets.empty()) in.args["secrets"] = o.secrets;
-  RunTracer tracer(**trace_store, nullptr, &m);
-  in.workspace_root = root->path();
-  in.workspace_id = ws_rec->id;
+  server::RunTracer tracer(*local->traces, nullptr, &m);
+  in.workspace_root = root.path();
+  in.workspace_id = ws_rec.id;
   auto policy = sbx::make_policy(in);
   if (policy) policy->owner = local_principal();  // the CLI acts as the local user
   if (policy) {
@@ -183,16 +119,17 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   req.owner = local_principal();
   req.argv = o.command;
   req.display_command = fmt::format("{}", fmt::join(o.command, " "));
+  std::error_code ec;
   fs::path cwd = fs::current_path(ec);
   std::string cwd_s = cwd.string();
-  req.cwd = (cwd_s == root->path() || cwd_s.starts_with(root->path() + "/")) ? cwd_s : root->path();
+  req.cwd = (cwd_s == root.path() || cwd_s.starts_with(root.path() + "/")) ? cwd_s : root.path();
   req.tail_bytes = 0;
   req.live_output = [](bool is_err, std::string_view chunk) { write_all(is_err ? 2 : 1, chunk); };
-  ExecTraceInfo info;
-  info.workspace_id = ws_rec->id;
+  server::ExecTraceInfo info;
+  info.workspace_id = ws_rec.id;
   info.client = json{{"name", "kiln run"}, {"version", KILN_VERSION}};
   info.principal = local_principal();
-  info.policy = policy_json(*policy);
+  info.policy = server::policy_json(*policy);
   auto trace_id = tracer.attach(req, info);
   if (!trace_id) {
     std::fprintf(stderr, "kiln run: could not record the run's trace: %s\n", trace_id.error().message.c_str());
@@ -229,51 +166,37 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   return exit_code_for(*r);
 }
 
-int secret_command(const std::string& action, const std::string& name, const std::string& state_dir) {
-  sbx::SecretStore store(state_dir);
-  if (action == "list") {
-    for (const auto& n : store.names()) std::printf("%s\n", n.c_str());
-    return 0;
-  }
-  if (action == "rm") {
-    auto r = store.remove(name);
-    if (!r) {
-      std::fprintf(stderr, "kiln secret: %s\n", r.error().message.c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "%s %s\n", *r ? "removed" : "no secret named", name.c_str());
-    return *r ? 0 : 1;
-  }
-  // set: the value comes from stdin, never from argv (it would show in ps and shell history).
-  bool tty = ::isatty(0);
-  termios old{};
-  if (tty) {
-    std::fprintf(stderr, "Value for %s (input hidden, end with Enter): ", name.c_str());
-    ::tcgetattr(0, &old);
-    termios quiet = old;
-    quiet.c_lflag &= ~tcflag_t(ECHO);
-    ::tcsetattr(0, TCSANOW, &quiet);
-  }
-  std::string value;
-  if (tty) {
-    std::getline(std::cin, value);
-    ::tcsetattr(0, TCSANOW, &old);
-    std::fprintf(stderr, "\n");
-  } else {
-    value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    while (!value.empty() && (value.back() == '\n' || value.back() == '\r')) value.pop_back();
-  }
-  if (value.empty()) {
-    std::fprintf(stderr, "kiln secret: empty value; nothing stored\n");
-    return 1;
-  }
-  auto r = store.set(name, value);
-  if (!r) {
-    std::fprintf(stderr, "kiln secret: %s\n", r.error().message.c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "stored secret %s (%zu bytes, mode 0600)\n", name.c_str(), value.size());
-  return 0;
+CLI::App& RunCommand::configure(CLI::App& app) {
+  auto* run = app.add_subcommand("run", "Run a command in the sandbox (the same one agents get), streaming its output");
+  run->footer(
+      "Example: kiln run --network loopback -- make test\n"
+      "The folder's kiln.json \"sandbox\" settings apply; options here override them. Exit: the command's own "
+      "code; 124 timed out, 125 kiln could not start it, 130 interrupted, 128+N killed by signal N.");
+  RunOptions& o = options_;
+  run->add_option("--network", o.network, "none (default), loopback or host")
+      ->check(CLI::IsMember({"none", "loopback", "host"}));
+  run->add_option("--workspace", o.workspace, "Folder mounted read-write (default: the current directory)");
+  run->add_option("--timeout", o.timeout_s, "Wall-clock seconds; the whole tree is killed after (exit 124)");
+  run->add_option("--cpu-s", o.cpu_s, "CPU seconds");
+  run->add_option("--memory-mb", o.memory_mb, "Memory limit in MiB");
+  run->add_option("--pids", o.pids, "Most processes at once");
+  run->add_option("--output-bytes", o.output_bytes, "Kill the command after this much output");
+  run->add_option("--file-size-mb", o.file_size_mb, "Largest file a process may write");
+  run->add_option("--disk-mb", o.disk_mb, "How far the workspace's filesystem may fill during the run (MiB)");
+  run->add_option("--env", o.env, "NAME=VALUE passed into the sandbox (repeatable)");
+  run->add_option("--secret", o.secrets, "Secret NAME passed into the sandbox (repeatable)");
+  run->add_option("--isolation", o.isolation, "strict (default) or none (needs --allow-unsandboxed)")
+      ->check(CLI::IsMember({"strict", "none"}));
+  run->add_flag("--allow-unsandboxed", o.allow_unsandboxed, "Permit --isolation none");
+  run->add_flag("-v,--verbose", o.verbose, "Print the run report (isolation, limits, resource use) to stderr");
+  run->add_option("command", o.command, "The command and its arguments (after --)")->required();
+  run->positionals_at_end();
+  return *run;
 }
 
-}  // namespace kiln::server
+int RunCommand::run(const GlobalOptions& global) {
+  if (!state_store_opens(global.state_dir)) return 125;
+  return run_in_sandbox(options_, global.state_dir);
+}
+
+}  // namespace kiln::cli

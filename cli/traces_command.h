@@ -5,24 +5,17 @@
 #include <cstdint>
 #include <string>
 
-namespace CLI {
-class App;
-}
+#include "cli/command.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 
-// Declares the subcommands on `app` (before parsing; the options live in this object, so it must
-// outlive the parse) and runs the one given (after parsing). `state_dir` is main's variable: each
-// subcommand also accepts --state-dir into it, as the other subcommands do.
 // Exit codes: 0 ok, 1 not found or failed (message on stderr), 2 usage.
-class TracesCommand {
+class TracesCommand final : public Command {
  public:
-  TracesCommand(CLI::App& app, std::string& state_dir);
-  TracesCommand(const TracesCommand&) = delete;
-  TracesCommand& operator=(const TracesCommand&) = delete;
-
-  bool parsed() const;
-  int run(const std::string& state_dir);
+  std::string_view name() const override { return "traces"; }
+  CLI::App& configure(CLI::App& app) override;
+  bool creates_state_dir() const override { return false; }  // reading must not create one
+  int run(const GlobalOptions& global) override;
 
  private:
   int list(const std::string& state_dir);
@@ -46,4 +39,4 @@ class TracesCommand {
   std::string output_file_;
 };
 
-}  // namespace kiln::server
+}  // namespace kiln::cli

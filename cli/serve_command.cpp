@@ -1,7 +1,7 @@
 // `kiln serve` start-up: open the artifact store (and with --mcp the MCP runtime and its bearer
 // tokens: --token-file's, else the state directory's own, never none), bind, announce the URL in
 // <state>/serve.json (atomically, after the bind, so whoever reads it can connect at once), serve, clean up.
-#include "server/cli_serve.h"
+#include "cli/serve_command.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -16,23 +16,34 @@
 #include <memory>
 #include <optional>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "artifacts/artifact_store.h"
+#include "cli/ceiling_options.h"
+#include "cli/mcp_runtime.h"
 #include "core/fast_exit.h"
 #include "server/http_cache.h"
 #include "server/http_server.h"
-#include "server/logging.h"
 #include "server/mcp_http.h"
-#include "server/mcp_runtime.h"
 #include "server/mcp_token.h"
 #include "server/principal.h"
 #include "server/serve_daemon.h"
 
-namespace kiln::server {
+namespace kiln::cli {
 namespace {
+
+namespace http = server::http;
+namespace mcp_http = server::mcp_http;
+using server::default_token_path;
+using server::ensure_default_token;
+using server::local_principal;
+using server::read_serve_info;
+using server::remove_serve_info_if_ours;
+using server::ServeInfo;
+using server::write_serve_info;
 
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
@@ -71,7 +82,7 @@ std::string url_host(const std::string& host) {
 
 }  // namespace
 
-int serve_command(const ServeOptions& options, const std::string& state_dir_in) {
+int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
   // Started by `kiln mcp`, we may inherit its blocked termination signals; a dead client's
   // socket must not kill us through sendfile's SIGPIPE.
   sigset_t term;
@@ -213,11 +224,7 @@ int serve_command(const ServeOptions& options, const std::string& state_dir_in) 
   return 0;
 }
 
-}  // namespace kiln::server
-
-namespace kiln::server {
-
-int print_token_command(const std::string& state_dir) {
+int print_token(const std::string& state_dir) {
   auto token = ensure_default_token(state_dir);
   if (!token) {
     std::fprintf(stderr, "kiln: %s\n", token.error().message.c_str());
@@ -228,4 +235,37 @@ int print_token_command(const std::string& state_dir) {
   return 0;
 }
 
-}  // namespace kiln::server
+CLI::App& ServeCommand::configure(CLI::App& app) {
+  ServeOptions& o = options_;
+  auto* serve = app.add_subcommand("serve", "Serve published artifacts over HTTP at /a/NAME/ (kiln publish starts one as needed)");
+  serve->footer(
+      "One server per state directory announces itself in <state>/serve.json. With --mcp, /mcp is MCP's "
+      "Streamable HTTP transport and every request needs a bearer token. Exit: 0 after SIGTERM or Ctrl-C, "
+      "1 if it cannot start.");
+  serve->add_option("--listen", o.listen, "HOST:PORT to listen on (default 127.0.0.1:7700; port 0 picks a free one)");
+  serve->add_flag("--daemon", o.daemon, "Run as the state directory's background server (log to <state>/serve.log)");
+  serve->add_flag("--mcp", o.mcp, "Also serve MCP (Streamable HTTP) at /mcp, with the same sessions as kiln mcp");
+  serve->add_option("--token-file", o.token_file,
+                    "Bearer tokens for /mcp, lines NAME TOKEN (required beyond loopback; default: <state>/mcp-token)");
+  serve->add_flag("--print-token", print_token_, "Print the /mcp bearer token of the state directory and exit");
+  serve->add_option("--workspace", o.workspace, "With --mcp: folder each session opens when its client offers no roots");
+  serve->add_flag("--allow-unsandboxed", o.allow_unsandboxed,
+                  "With --mcp: permit sandbox isolation \"none\" (every result says so)");
+  serve->add_option("--sandbox-idle-s", o.sandbox_idle_s, "With --mcp: destroy idle session sandboxes after this long")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
+  add_ceiling_options(*serve, o.ceilings);
+  serve->add_option("--session-idle-s", o.session_idle_s,
+                    "With --mcp: end an MCP session after this long without requests or open streams (default 1800)")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
+  serve->add_option("--max-message-bytes", o.max_message_bytes, "With --mcp: largest accepted message (default 16 MiB)")
+      ->check(CLI::Range(std::size_t(1024), std::size_t(1) << 30));
+  return *serve;
+}
+
+int ServeCommand::run(const GlobalOptions& global) {
+  if (print_token_) return print_token(global.state_dir);
+  options_.log_level = global.log_level;
+  return run_serve(options_, global.state_dir);
+}
+
+}  // namespace kiln::cli
