@@ -2,6 +2,7 @@
 #   make demo   installs what is missing, builds, runs an agent session against build/kiln
 #   make test   installs what is missing, builds, runs every test suite
 #   make bench  benchmarks against peers (not a test)
+#   make install / make package   installs kiln (PREFIX, DESTDIR); builds the .deb and the .vsix
 # BUILD picks the build folder (default build/, configured by the CMake preset "default").
 
 BUILD ?= build
@@ -14,12 +15,12 @@ export CCACHE_DIR ?= $(abspath $(BUILD))/.ccache
 # and so does npm's download cache.
 export npm_config_cache ?= $(abspath $(BUILD))/.npm-cache
 
-.PHONY: all help deps node-deps prefetch configure bins build test test-asan fuzz unit wire e2e robustness conformance nvim vscode demo bench clean
+.PHONY: all help deps node-deps prefetch configure bins build install package test test-asan fuzz unit wire e2e robustness conformance nvim vscode demo bench clean
 
 all: build
 
 help:
-	@echo "make demo | make test | make test-asan | make fuzz | make build | make bench | make unit|wire|e2e|conformance|nvim|vscode | make clean   [BUILD=dir JOBS=n]"
+	@echo "make demo | make test | make test-asan | make fuzz | make build | make install [PREFIX=/usr/local DESTDIR=] | make package | make bench | make unit|wire|e2e|conformance|nvim|vscode | make clean   [BUILD=dir JOBS=n]"
 
 deps:
 	@scripts/install-deps.sh
@@ -48,9 +49,20 @@ endif
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Only the two programs: what make demo and the end-to-end suites run.
+# Only the two programs: what make demo, install, package and the end-to-end suites need.
 bins: configure
 	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln-sandbox
+
+# kiln, kiln-sandbox (in PREFIX/libexec/kiln) and kiln.nvim into PREFIX, staged under DESTDIR when
+# given; only the two programs are built. The rules are cmake/install.cmake's (docs/install.md).
+PREFIX ?= /usr/local
+install: bins
+	DESTDIR=$(if $(DESTDIR),$(abspath $(DESTDIR))) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Debian package (CPack, into BUILD/package/) and the VS Code extension (BUILD/vscode/*.vsix).
+package: bins
+	cd $(BUILD) && cpack --config CPackConfig.cmake
+	@scripts/vsix.sh $(BUILD)
 
 # The binaries are built while the downloads run; then run-tests.sh builds the unit tests and the
 # fuzz targets in the background while the suites that need only the binaries run.

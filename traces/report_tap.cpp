@@ -201,7 +201,9 @@ bool TapReader::on_line(std::string_view line) {
   const std::size_t indent = indent_of(line);
   const auto t = trim(line);
   if (pending_ && pending_->in_yaml) {
-    if (t == "...") {
+    // The end marker stands at the block's indentation; a deeper "..." is text of a scalar (node
+    // writes one where its diff elides lines).
+    if (t == "..." && indent <= pending_->yaml_indent) {
       pending_->in_yaml = false;
       return true;
     }

@@ -1,6 +1,6 @@
 // `kiln traces list|show|output|export` against the traces `kiln run` (and `kiln verify`) leave in
-// a fresh state dir, with no server running. When the sandbox cannot run here, or this kiln's
-// `run` does not record traces yet, each test is reported as skipped with the reason.
+// a fresh state dir, with no server running. When the sandbox cannot run here, each test that
+// needs a run is reported as skipped with the reason (failed with it under KILN_REQUIRE_SANDBOX=1).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -8,6 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { kilnBin, kilnEnv, tempDir } from '../lib/kiln.mjs';
+import { sandboxGate } from '../lib/sandbox_probe.mjs';
 
 const home = tempDir('kiln-home-');
 // The workspace must not contain the state dir: kiln refuses to sandbox its own state.
@@ -24,21 +25,17 @@ const listJson = (...args) => {
   return JSON.parse(r.stdout);
 };
 
-let skip = false;
+// The run every test reads; when the sandbox cannot run it, the tests that need it are skipped
+// with kiln's reason, or fail with it under KILN_REQUIRE_SANDBOX=1 (tests/lib/sandbox_probe.mjs).
+const run = kiln(['run', '--state-dir', home, '--', 'sh', '-c', 'echo hi; echo oops >&2; echo second']);
+const { test: sandboxTest } = sandboxGate('cli traces e2e',
+  run.code === 0 ? null : `kiln run cannot run a command here (exit ${run.code}): ${run.stderr.trim()}`);
 let id;
-{
-  const run = kiln(['run', '--state-dir', home, '--', 'sh', '-c', 'echo hi; echo oops >&2; echo second']);
-  if (run.code !== 0) {
-    skip = `kiln run cannot run a command here (exit ${run.code}): ${run.stderr.trim()}`;
-  } else {
-    const listed = traces('list', '--json');
-    if (listed.code !== 0) throw new Error(`kiln traces list failed (exit ${listed.code}): ${listed.stderr}`);
-    const records = JSON.parse(listed.stdout);
-    if (records.length === 0) skip = 'kiln run does not record traces yet';
-    else id = records[0].id;
-  }
-  if (skip) console.log(`# SKIP cli traces e2e: ${skip}`);
-}
+if (run.code === 0) id = listJson()[0]?.id;
+
+sandboxTest('kiln run leaves one trace', () => {
+  assert.equal(listJson().length, 1, 'one kiln run, one trace record');
+});
 
 const HEX32 = /^[0-9a-f]{32}$/;
 const HEX16 = /^[0-9a-f]{16}$/;
@@ -65,8 +62,7 @@ function otlpSpans(doc) {
 }
 const attr = (span, key) => span.attributes.find((a) => a.key === key)?.value;
 
-test('list: a table and JSON, newest first, with filters', (t) => {
-  if (skip) return t.skip(skip);
+sandboxTest('list: a table and JSON, newest first, with filters', (t) => {
   const table = traces('list');
   assert.equal(table.code, 0, table.stderr);
   assert.match(table.stdout, /^ID\s+KIND\s+NAME\/COMMAND\s+STATUS\s+STARTED/);
@@ -94,8 +90,7 @@ test('list: a table and JSON, newest first, with filters', (t) => {
   assert.equal(fs.existsSync(empty), false);
 });
 
-test('show: readable text and the JSON record', (t) => {
-  if (skip) return t.skip(skip);
+sandboxTest('show: readable text and the JSON record', (t) => {
   const text = traces('show', id);
   assert.equal(text.code, 0, text.stderr);
   assert.match(text.stdout, new RegExp(`^${id}\\s+exec\\s+pass`));
@@ -109,8 +104,7 @@ test('show: readable text and the JSON record', (t) => {
   assert.equal(r.output.stdout_bytes, 'hi\nsecond\n'.length);
 });
 
-test('output: raw streams, and grep as LINE:TEXT', (t) => {
-  if (skip) return t.skip(skip);
+sandboxTest('output: raw streams, and grep as LINE:TEXT', (t) => {
   const out = kiln(['traces', 'output', id, '--state-dir', home], { encoding: 'buffer' });
   assert.equal(out.code, 0, out.stderr);
   assert.equal(out.stdout.toString('utf8'), 'hi\nsecond\n');
@@ -125,8 +119,7 @@ test('output: raw streams, and grep as LINE:TEXT', (t) => {
   assert.equal(traces('output', id, '--stream', 'stdin').code, 2);
 });
 
-test('export --otlp: an ExportTraceServiceRequest on stdout or in a file', (t) => {
-  if (skip) return t.skip(skip);
+sandboxTest('export --otlp: an ExportTraceServiceRequest on stdout or in a file', (t) => {
   const out = traces('export', id, '--otlp');
   assert.equal(out.code, 0, out.stderr);
   const spans = otlpSpans(JSON.parse(out.stdout));
@@ -144,14 +137,13 @@ test('export --otlp: an ExportTraceServiceRequest on stdout or in a file', (t) =
   assert.equal(traces('export', id).code, 2, 'the format must be named');
 });
 
-test('a verify exports with its checks as child spans', (t) => {
-  if (skip) return t.skip(skip);
+sandboxTest('a verify exports with its checks as child spans', (t) => {
   fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify({
     verify: [{ name: 'build', run: 'echo building' }, { name: 'test', run: 'echo testing; exit 3' }],
   }));
   const v = kiln(['verify', '--state-dir', home]);
   const verify = listJson('--kind', 'verify')[0];
-  if (!verify) return t.skip(`kiln verify left no trace (exit ${v.code}): ${v.stderr.trim()}`);
+  assert.ok(verify, `kiln verify left no trace (exit ${v.code}): ${v.stderr.trim()}`);
   const out = traces('export', verify.id, '--otlp');
   assert.equal(out.code, 0, out.stderr);
   const spans = otlpSpans(JSON.parse(out.stdout));
@@ -168,7 +160,6 @@ test('a verify exports with its checks as child spans', (t) => {
 });
 
 test('an unknown or missing id is a clear error with exit 1 or 2', (t) => {
-  if (skip) return t.skip(skip);
   for (const sub of [['show'], ['output'], ['export', '--otlp']]) {
     const r = traces(sub[0], 'tr_0000000000000000', ...sub.slice(1));
     assert.equal(r.code, 1, `${sub[0]}: ${r.stderr}`);

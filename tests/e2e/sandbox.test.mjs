@@ -2,7 +2,8 @@
 // exit codes, tails and truncation, timeouts and cancellation that kill a whole tree (setsid,
 // double fork, TERM ignored), output caps, background runs with process_output/input/kill,
 // destroy cleanup, isolation none, secrets redacted, progress streaming. When the sandbox helper
-// cannot run on this machine every test is reported as skipped with the reason, never passed.
+// cannot run on this machine every test is reported as skipped with the reason (failed with it under
+// KILN_REQUIRE_SANDBOX=1), never passed.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 
 import { connectClient, errorText, sleep, structured, tempDir } from '../lib/kiln.mjs';
+import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const ws = tempDir('kiln-sbx-ws-');
 const SECRET = 'sup3r-s3cret-v4lue-42';
@@ -20,15 +22,9 @@ structured(await s.client.callTool({ name: 'workspace_open', arguments: { path: 
 const call = (name, args, opts) => s.client.callTool({ name, arguments: args }, undefined, { timeout: 60000, ...opts });
 const exec = async (args, opts) => structured(await call('sandbox_exec', args, opts));
 
-// Can this machine run the sandbox at all? The reason becomes each test's skip message.
-let skip = false;
-{
-  const probe = await call('sandbox_exec', { command: 'true' });
-  if (probe.isError) {
-    skip = `the sandbox cannot run here: ${errorText(probe)}`;
-    console.log(`# SKIP sandbox e2e: ${skip}`);
-  }
-}
+// Can this machine run the sandbox at all? If not, every sandbox test is skipped with kiln's
+// reason, or fails with it under KILN_REQUIRE_SANDBOX=1 (tests/lib/sandbox_probe.mjs).
+const { test: sandboxTest } = await probeSandbox('sandbox e2e', call);
 
 // A sleep duration no other process uses, so `ps` finds exactly the tree under test.
 let sleeps = 0;
@@ -51,7 +47,7 @@ test('sandbox tools are listed with full annotations and closed input schemas', 
   }
 });
 
-test('exec: true, false, exit code, stdout and stderr tails', { skip }, async () => {
+sandboxTest('exec: true, false, exit code, stdout and stderr tails', async () => {
   const t = await exec({ command: 'true' });
   assert.equal(t.exit_code, 0);
   assert.equal(t.stop_reason, 'exit');
@@ -70,7 +66,7 @@ test('exec: true, false, exit code, stdout and stderr tails', { skip }, async ()
   assert.equal(o.truncated, false);
 });
 
-test('a failed start is a tool error naming the problem', { skip }, async () => {
+sandboxTest('a failed start is a tool error naming the problem', async () => {
   const r = await call('sandbox_exec', { command: ['/no/such/program'] });
   // sh reports 127 for a missing program: data, not an error.
   assert.equal(r.isError, false);
@@ -80,7 +76,7 @@ test('a failed start is a tool error naming the problem', { skip }, async () => 
   assert.match(errorText(bad), /outside the workspace/);
 });
 
-test('tails and truncation: totals and how to page', { skip }, async () => {
+sandboxTest('tails and truncation: totals and how to page', async () => {
   const o = await exec({ command: 'seq 1 100000' });
   assert.equal(o.stdout_truncated, true);
   assert.equal(o.stdout_total_bytes, 588895);
@@ -93,7 +89,7 @@ test('tails and truncation: totals and how to page', { skip }, async () => {
   assert.equal(page.running, false);
 });
 
-test('output cap kills the command and reports truncated with the total', { skip }, async () => {
+sandboxTest('output cap kills the command and reports truncated with the total', async () => {
   const o = await exec({ command: 'yes kiln', limits: { output_bytes: 50000 } });
   assert.equal(o.stop_reason, 'output_limit');
   assert.equal(o.truncated, true);
@@ -102,7 +98,7 @@ test('output cap kills the command and reports truncated with the total', { skip
   assert.ok(o.limits_hit.includes('output_bytes'));
 });
 
-test('timeout kills the whole tree: setsid, double fork, TERM ignored', { skip }, async () => {
+sandboxTest('timeout kills the whole tree: setsid, double fork, TERM ignored', async () => {
   const marker = uniqueSleep();
   const t0 = Date.now();
   const o = await exec({
@@ -116,7 +112,7 @@ test('timeout kills the whole tree: setsid, double fork, TERM ignored', { skip }
   assert.deepEqual(hostProcs(marker), [], 'no process of the tree survives on the host');
 });
 
-test('cancel through an AbortSignal kills the tree; the server goes on', { skip }, async () => {
+sandboxTest('cancel through an AbortSignal kills the tree; the server goes on', async () => {
   const marker = uniqueSleep();
   const ac = new AbortController();
   const p = call('sandbox_exec', { command: `setsid sh -c "sleep ${marker}" & sleep ${marker}` }, { signal: ac.signal });
@@ -129,7 +125,7 @@ test('cancel through an AbortSignal kills the tree; the server goes on', { skip 
   assert.equal((await exec({ command: 'echo still-here' })).stdout, 'still-here\n');
 });
 
-test('session: /tmp persists, background process reachable from the next exec, input, output, kill, destroy', { skip }, async () => {
+sandboxTest('session: /tmp persists, background process reachable from the next exec, input, output, kill, destroy', async () => {
   const c = structured(await call('sandbox_create', { network: 'loopback' }));
   assert.match(c.sandbox_id, /^sb_[0-9a-f]{24}$/);
   assert.equal(c.isolation.level, 'strict');
@@ -211,7 +207,7 @@ test('isolation none with --allow-unsandboxed runs and says so loudly', async ()
   }
 });
 
-test('host environment stays out; secrets are usable inside and redacted everywhere', { skip }, async () => {
+sandboxTest('host environment stays out; secrets are usable inside and redacted everywhere', async () => {
   const o = await exec({ command: 'echo "[$KILN_HOST_ONLY]"; echo "token=$KILN_E2E_TOKEN" ; echo "$KILN_E2E_TOKEN" >&2; printf %s "$KILN_E2E_TOKEN" | wc -c', secrets: ['KILN_E2E_TOKEN'] });
   assert.equal(o.stdout, `[]\ntoken=[secret:KILN_E2E_TOKEN]\n${SECRET.length}\n`);
   assert.equal(o.stderr, '[secret:KILN_E2E_TOKEN]\n');
@@ -224,7 +220,7 @@ test('host environment stays out; secrets are usable inside and redacted everywh
   assert.match(errorText(missing), /kiln secret set KILN_NOT_SET_ANYWHERE/);
 });
 
-test('output streams as notifications/progress with the text in message', { skip }, async () => {
+sandboxTest('output streams as notifications/progress with the text in message', async () => {
   const seen = [];
   const o = await exec({ command: 'for i in 1 2 3; do echo line$i; sleep 0.15; done' }, { onprogress: (p) => seen.push(p) });
   assert.equal(o.stdout, 'line1\nline2\nline3\n');
@@ -235,19 +231,19 @@ test('output streams as notifications/progress with the text in message', { skip
   for (let i = 1; i < progress.length; i++) assert.ok(progress[i].params.progress > progress[i - 1].params.progress);
 });
 
-test('workspace_info lists live sandboxes', { skip }, async () => {
+sandboxTest('workspace_info lists live sandboxes', async () => {
   const c = structured(await call('sandbox_create', {}));
   const info = structured(await call('workspace_info', {}));
   assert.ok(info.sandboxes.some((x) => x.sandbox_id === c.sandbox_id));
   structured(await call('sandbox_destroy', { sandbox_id: c.sandbox_id }));
 });
 
-test('20 concurrent execs all complete', { skip }, async () => {
+sandboxTest('20 concurrent execs all complete', async () => {
   const rs = await Promise.all(Array.from({ length: 20 }, (_, i) => exec({ command: `echo n${i}` })));
   rs.forEach((r, i) => assert.equal(r.stdout, `n${i}\n`));
 });
 
-test('workspace files written inside are on the host; nothing outside is', { skip }, async () => {
+sandboxTest('workspace files written inside are on the host; nothing outside is', async () => {
   await exec({ command: 'echo from-sandbox > made.txt; echo x > /tmp/private; touch /usr/evil 2>/dev/null; echo $?' });
   assert.equal(fs.readFileSync(path.join(ws, 'made.txt'), 'utf8'), 'from-sandbox\n');
   assert.equal(fs.existsSync('/usr/evil'), false);

@@ -3,7 +3,8 @@
 // and grep, trace_list order/filters/cursors, durability across a restart, secret redaction down to
 // the bytes on disk, the kiln://trace/{id} resource with subscriptions, and workspace_info counts.
 // Every test runs its own `kiln mcp --workspace WS --state-dir STATE` on fresh temp folders.
-// When the sandbox cannot run on this machine, the tests that need it are skipped with the reason.
+// When the sandbox cannot run on this machine, the tests that need it are skipped with the reason
+// (failed with it under KILN_REQUIRE_SANDBOX=1).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -17,6 +18,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { errorText, kilnBin, kilnEnv, sleep, structured, TapTransport } from '../lib/kiln.mjs';
+import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const CLIENT_INFO = { name: 'kiln-traces-e2e', version: '4.2.1' };
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
@@ -62,19 +64,18 @@ async function startKiln(t, { ws, state, env = {} } = {}) {
   return k;
 }
 
-// Can the sandbox run here? The reason becomes each sandbox test's skip message.
-let skip = false;
+// Can the sandbox run here? If not, each sandbox test is skipped with kiln's reason, or fails
+// with it under KILN_REQUIRE_SANDBOX=1 (tests/lib/sandbox_probe.mjs).
+let sandboxTest;
 {
   const ws = freshDir('kiln-tr-probe-ws-');
   const state = freshDir('kiln-tr-probe-state-');
   const probeT = { after: () => {} };
   const k = await startKiln(probeT, { ws, state });
-  const r = await k.call('sandbox_exec', { command: 'true' });
-  if (r.isError) skip = `the sandbox cannot run here: ${errorText(r)}`;
+  ({ test: sandboxTest } = await probeSandbox('traces e2e', k.call));
   await k.close();
   fs.rmSync(ws, { recursive: true, force: true });
   fs.rmSync(state, { recursive: true, force: true });
-  if (skip) console.log(`# SKIP traces e2e: ${skip}`);
 }
 
 const getTrace = async (k, id) => (await k.ok('trace_get', { trace_id: id })).trace;
@@ -106,7 +107,7 @@ async function readStream(k, id, stream, limit = 65536) {
   return { data, pages };
 }
 
-test('trace of a successful exec: status, stop reason, sizes, resources, policy, client, times', { skip }, async (t) => {
+sandboxTest('trace of a successful exec: status, stop reason, sizes, resources, policy, client, times', async (t) => {
   const k = await startKiln(t);
   const r = await k.ok('sandbox_exec', { command: 'echo hello; echo oops >&2', env: { E2E_MODE: 'x' } });
   assert.equal(r.exit_code, 0);
@@ -143,7 +144,7 @@ test('trace of a successful exec: status, stop reason, sizes, resources, policy,
   assert.ok(tr.policy.env_names.includes('E2E_MODE'), `env_names: ${JSON.stringify(tr.policy.env_names)}`);
 });
 
-test('trace of a failing exec: status fail, exit_code 3', { skip }, async (t) => {
+sandboxTest('trace of a failing exec: status fail, exit_code 3', async (t) => {
   const k = await startKiln(t);
   const r = await k.call('sandbox_exec', { command: 'echo before; exit 3' });
   assert.equal(r.isError, false, 'a non-zero exit is data');
@@ -153,7 +154,7 @@ test('trace of a failing exec: status fail, exit_code 3', { skip }, async (t) =>
   assert.equal(tr.exit_code, 3);
 });
 
-test('trace of a timeout: stop_reason timeout, status fail', { skip }, async (t) => {
+sandboxTest('trace of a timeout: stop_reason timeout, status fail', async (t) => {
   const k = await startKiln(t);
   const r = await k.ok('sandbox_exec', { command: 'sleep 30', timeout_s: 1 });
   assert.equal(r.stop_reason, 'timeout');
@@ -171,7 +172,7 @@ function hostProcs(marker) {
 let sleeps = 0;
 const uniqueSleep = () => `${3000 + (process.pid % 1000)}.${Date.now() % 100000}${sleeps++}`;
 
-test('trace of a cancelled exec: stop_reason cancelled', { skip }, async (t) => {
+sandboxTest('trace of a cancelled exec: stop_reason cancelled', async (t) => {
   const k = await startKiln(t);
   const marker = uniqueSleep();
   const ac = new AbortController();
@@ -192,7 +193,7 @@ test('trace of a cancelled exec: stop_reason cancelled', { skip }, async (t) => 
 
 // TOOLS.md: a cancelled call's trace records stop_reason "cancelled"; that holds also when the
 // cancel arrives while the sandbox is still being set up (cancelled at once, so it usually does).
-test('trace of an exec cancelled at once (during sandbox setup): stop_reason cancelled', { skip }, async (t) => {
+sandboxTest('trace of an exec cancelled at once (during sandbox setup): stop_reason cancelled', async (t) => {
   const k = await startKiln(t);
   let tr;
   for (let attempt = 0; attempt < 3 && !tr; attempt++) {
@@ -213,7 +214,7 @@ test('trace of an exec cancelled at once (during sandbox setup): stop_reason can
   assert.equal(tr.status, 'fail');
 });
 
-test('trace of limits: output_bytes -> output_limit, cpu_s -> cpu_limit', { skip }, async (t) => {
+sandboxTest('trace of limits: output_bytes -> output_limit, cpu_s -> cpu_limit', async (t) => {
   const k = await startKiln(t);
   const o = await k.ok('sandbox_exec', { command: 'yes kiln', limits: { output_bytes: 50000 } });
   assert.equal(o.stop_reason, 'output_limit');
@@ -229,7 +230,7 @@ test('trace of limits: output_bytes -> output_limit, cpu_s -> cpu_limit', { skip
   assert.equal(ct.policy.limits.cpu_s, 1);
 });
 
-test('trace_get tails and how_to_page; trace_output pages, tails and greps', { skip }, async (t) => {
+sandboxTest('trace_get tails and how_to_page; trace_output pages, tails and greps', async (t) => {
   const k = await startKiln(t);
   const N = 52000; // `seq 1 52000` is 300894 bytes
   const expected = `${Array.from({ length: N }, (_, i) => i + 1).join('\n')}\n`;
@@ -273,7 +274,7 @@ test('trace_get tails and how_to_page; trace_output pages, tails and greps', { s
   assert.match(errorText(bad), /parenthes/i, `names the problem: ${errorText(bad)}`);
 });
 
-test('trace_list: newest first, kind/status filters, cursor paging, bad cursor', { skip }, async (t) => {
+sandboxTest('trace_list: newest first, kind/status filters, cursor paging, bad cursor', async (t) => {
   const k = await startKiln(t);
   fs.writeFileSync(path.join(k.ws, 'kiln.json'), JSON.stringify({ verify: [{ name: 'v', run: 'true' }] }));
   const ids = [];
@@ -315,7 +316,7 @@ test('trace_list: newest first, kind/status filters, cursor paging, bad cursor',
   assert.match(errorText(bad), /cursor/);
 });
 
-test('background exec: running while it runs, pass when it ends, killed -> fail/killed', { skip }, async (t) => {
+sandboxTest('background exec: running while it runs, pass when it ends, killed -> fail/killed', async (t) => {
   const k = await startKiln(t);
   const bg = await k.ok('sandbox_exec', { command: 'read line; echo "got $line"', background: true });
   assert.ok(bg.trace_id);
@@ -340,7 +341,7 @@ test('background exec: running while it runs, pass when it ends, killed -> fail/
   assert.equal(killed.stop_reason, 'killed');
 });
 
-test('restart: a trace and its output survive the server', { skip }, async (t) => {
+sandboxTest('restart: a trace and its output survive the server', async (t) => {
   const state = freshDir('kiln-tr-state-');
   const ws = freshDir('kiln-tr-ws-');
   t.after(() => {
@@ -371,7 +372,7 @@ test('restart: a trace and its output survive the server', { skip }, async (t) =
   assert.equal(errBefore.data, 'err-line\n');
 });
 
-test('a run the server died during is interrupted after a restart', { skip }, async (t) => {
+sandboxTest('a run the server died during is interrupted after a restart', async (t) => {
   const state = freshDir('kiln-tr-state-');
   const ws = freshDir('kiln-tr-ws-');
   t.after(() => {
@@ -397,7 +398,7 @@ test('a run the server died during is interrupted after a restart', { skip }, as
   assert.deepEqual(listed.traces.map((x) => x.trace_id), [bg.trace_id]);
 });
 
-test('secrets: the value is in no file of the state dir and no trace answer', { skip }, async (t) => {
+sandboxTest('secrets: the value is in no file of the state dir and no trace answer', async (t) => {
   const SECRET = `e2e-${crypto.randomBytes(12).toString('hex')}`;
   const k = await startKiln(t, { env: { E2E_TOKEN: SECRET } });
   const r = await k.ok('sandbox_exec', { command: 'echo $E2E_TOKEN; echo $E2E_TOKEN >&2', secrets: ['E2E_TOKEN'] });
@@ -448,7 +449,7 @@ test('secrets: the value is in no file of the state dir and no trace answer', { 
   assert.deepEqual(closed.found, [], 'files that hold the secret value after the server exits');
 });
 
-test('resources: the trace template, read, and updated on a subscribed run ending', { skip }, async (t) => {
+sandboxTest('resources: the trace template, read, and updated on a subscribed run ending', async (t) => {
   const k = await startKiln(t);
   const { resourceTemplates } = await k.client.listResourceTemplates();
   assert.ok(resourceTemplates.some((x) => x.uriTemplate === 'kiln://trace/{id}'), JSON.stringify(resourceTemplates));
@@ -476,7 +477,7 @@ test('resources: the trace template, read, and updated on a subscribed run endin
   assert.ok(updates.includes(bg.trace_uri), `notifications/resources/updated for ${bg.trace_uri} (got ${JSON.stringify(updates)})`);
 });
 
-test('workspace_info: traces.total grows; last_verify is null until a verify', { skip }, async (t) => {
+sandboxTest('workspace_info: traces.total grows; last_verify is null until a verify', async (t) => {
   const k = await startKiln(t);
   fs.writeFileSync(path.join(k.ws, 'kiln.json'), JSON.stringify({ verify: [{ name: 'ok', run: 'true' }] }));
   const i0 = await k.ok('workspace_info', {});

@@ -3,7 +3,7 @@
 // broken/missing/stale/escaping reports, on_failure, the checks filter, bad kiln.json, progress,
 // cancellation, and the CLI's exit codes, --json and --junit. Every test runs its own
 // `kiln mcp --workspace WS --state-dir STATE`. When the sandbox cannot run here, the tests that
-// need it are skipped with the reason.
+// need it are skipped with the reason (failed with it under KILN_REQUIRE_SANDBOX=1).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -16,6 +16,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
 import { errorText, kilnBin, kilnEnv, sleep, structured, TapTransport } from '../lib/kiln.mjs';
+import { probeSandbox, sandboxOrSkip } from '../lib/sandbox_probe.mjs';
 
 function freshDir(prefix) {
   return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)));
@@ -65,16 +66,15 @@ async function startKiln(t, { files = {}, ws } = {}) {
   return k;
 }
 
-// Can the sandbox run here? The reason becomes each sandbox test's skip message.
-let skip = false;
+// Can the sandbox run here? If not, each sandbox test is skipped with kiln's reason, or fails
+// with it under KILN_REQUIRE_SANDBOX=1 (tests/lib/sandbox_probe.mjs).
+let sandboxTest;
 {
   const k = await startKiln({ after: () => {} });
-  const r = await k.call('sandbox_exec', { command: 'true' });
-  if (r.isError) skip = `the sandbox cannot run here: ${errorText(r)}`;
+  ({ test: sandboxTest } = await probeSandbox('verify e2e', k.call));
   await k.close();
   fs.rmSync(k.ws, { recursive: true, force: true });
   fs.rmSync(k.state, { recursive: true, force: true });
-  if (skip) console.log(`# SKIP verify e2e: ${skip}`);
 }
 
 const JUNIT_RUN = 'mkdir -p reports && node --test --test-reporter=junit --test-reporter-destination=reports/junit.xml test/';
@@ -102,7 +102,7 @@ const FAILING_TESTS = [
 ].join('\n');
 const FAILING_LINE = 6;
 
-test('a passing node project: pass, test counts, steps as child traces', { skip }, async (t) => {
+sandboxTest('a passing node project: pass, test counts, steps as child traces', async (t) => {
   const k = await startKiln(t, { files: { 'kiln.json': { verify: [junitCheck] }, 'test/a.test.mjs': PASSING_TESTS } });
   const v = await k.ok('verify', {});
   assert.equal(v.status, 'pass', JSON.stringify(v));
@@ -134,7 +134,7 @@ test('a passing node project: pass, test counts, steps as child traces', { skip 
   assert.equal(steps.traces[0].parent_id, v.trace_id);
 });
 
-test('a failing test: name, message, workspace-relative file and the exact line', { skip }, async (t) => {
+sandboxTest('a failing test: name, message, workspace-relative file and the exact line', async (t) => {
   const k = await startKiln(t, { files: { 'kiln.json': { verify: [junitCheck] }, 'test/a.test.mjs': FAILING_TESTS } });
   const v = await k.ok('verify', {});
   assert.equal(v.status, 'fail');
@@ -151,7 +151,7 @@ test('a failing test: name, message, workspace-relative file and the exact line'
   assert.equal(FAILING_TESTS.split('\n')[FAILING_LINE - 1].trim().startsWith('assert.equal(2 + 2, 5'), true);
 });
 
-test('TAP: node --test-reporter=tap and a hand-rolled TAP producer', { skip }, async (t) => {
+sandboxTest('TAP: node --test-reporter=tap and a hand-rolled TAP producer', async (t) => {
   const tapTests = [
     "import test from 'node:test';",
     "test('one', () => {});",
@@ -196,7 +196,7 @@ test('TAP: node --test-reporter=tap and a hand-rolled TAP producer', { skip }, a
 
 const haveCmake = ['cmake', 'ctest', 'g++', 'ninja'].every((b) => spawnSync('sh', ['-c', `command -v ${b}`]).status === 0);
 
-test('ctest JUnit: one passing and one failing test', { skip: skip || (!haveCmake && 'cmake, ctest, g++ or ninja is not installed') }, async (t) => {
+sandboxTest('ctest JUnit: one passing and one failing test', { skip: !haveCmake && 'cmake, ctest, g++ or ninja is not installed' }, async (t) => {
   const k = await startKiln(t, {
     files: {
       'kiln.json': {
@@ -221,11 +221,10 @@ test('ctest JUnit: one passing and one failing test', { skip: skip || (!haveCmak
   });
   // Does cmake work inside the sandbox at all (network none, /usr read-only)?
   const probe = await k.ok('sandbox_exec', { command: 'cmake -S . -B build -G Ninja && cmake --build build', tail_bytes: 2000 });
-  if (probe.exit_code !== 0) {
-    const reason = `cmake cannot build inside the sandbox (exit ${probe.exit_code}): ${(probe.stderr || probe.stdout).trim().slice(-500)}`;
-    console.log(`# SKIP ctest: ${reason}`);
-    return t.skip(reason);
-  }
+  // Where it cannot, skipped with the reason, or failed with it under KILN_REQUIRE_SANDBOX=1.
+  const why = probe.exit_code === 0 ? null
+    : `cmake cannot build inside the sandbox (exit ${probe.exit_code}): ${(probe.stderr || probe.stdout).trim().slice(-500)}`;
+  if (sandboxOrSkip(t, why)) return;
   const v = await k.ok('verify', {});
   const [c] = v.checks;
   assert.equal(c.status, 'fail', JSON.stringify(c));
@@ -234,7 +233,7 @@ test('ctest JUnit: one passing and one failing test', { skip: skip || (!haveCmak
   assert.equal(v.status, 'fail');
 });
 
-test('a broken report is an error naming the path; the server goes on', { skip }, async (t) => {
+sandboxTest('a broken report is an error naming the path; the server goes on', async (t) => {
   const k = await startKiln(t, {
     files: {
       'kiln.json': {
@@ -253,7 +252,7 @@ test('a broken report is an error naming the path; the server goes on', { skip }
   assert.equal(tr.trace.status, 'error');
 });
 
-test('a missing report and a stale report are errors', { skip }, async (t) => {
+sandboxTest('a missing report and a stale report are errors', async (t) => {
   const k = await startKiln(t, {
     files: {
       'kiln.json': {
@@ -280,7 +279,7 @@ test('a missing report and a stale report are errors', { skip }, async (t) => {
   assert.equal(stale.tests, null, 'the old report is not counted');
 });
 
-test('a report path that is a symlink out of the workspace is refused and not read', { skip }, async (t) => {
+sandboxTest('a report path that is a symlink out of the workspace is refused and not read', async (t) => {
   const outsideDir = freshDir('kiln-vf-outside-');
   t.after(() => fs.rmSync(outsideDir, { recursive: true, force: true }));
   const marker = `outside-${crypto.randomBytes(8).toString('hex')}`;
@@ -319,7 +318,7 @@ test('a report path that is a symlink out of the workspace is refused and not re
   }
 });
 
-test('on_failure: the rest are skipped by default, run with continue', { skip }, async (t) => {
+sandboxTest('on_failure: the rest are skipped by default, run with continue', async (t) => {
   const a = { name: 'a', run: 'echo a; exit 1' };
   const b = { name: 'b', run: 'echo b-ran' };
   const k = await startKiln(t, { files: { 'kiln.json': { verify: [a, b] } } });
@@ -336,7 +335,7 @@ test('on_failure: the rest are skipped by default, run with continue', { skip },
   assert.equal(out.data, 'b-ran\n');
 });
 
-test('checks filter: only the named ones; an unknown name lists the available ones', { skip }, async (t) => {
+sandboxTest('checks filter: only the named ones; an unknown name lists the available ones', async (t) => {
   const k = await startKiln(t, {
     files: { 'kiln.json': { verify: [{ name: 'a', run: 'exit 1' }, { name: 'b', run: 'true' }, { name: 'c', run: 'true' }] } },
   });
@@ -366,7 +365,7 @@ test('a bad kiln.json and a missing one are tool errors that say what to fix', a
   assert.deepEqual(await k.client.ping(), {});
 });
 
-test('progress: increasing, with messages naming the checks', { skip }, async (t) => {
+sandboxTest('progress: increasing, with messages naming the checks', async (t) => {
   const k = await startKiln(t, {
     files: { 'kiln.json': { verify: [{ name: 'first-check', run: 'true' }, { name: 'second-check', run: 'true' }] } },
   });
@@ -381,7 +380,7 @@ test('progress: increasing, with messages naming the checks', { skip }, async (t
   for (const p of seen) if (p.total !== undefined) assert.ok(p.progress <= p.total);
 });
 
-test('cancel: the verify stops, its trace ends and the step is cancelled', { skip }, async (t) => {
+sandboxTest('cancel: the verify stops, its trace ends and the step is cancelled', async (t) => {
   const k = await startKiln(t, { files: { 'kiln.json': { verify: [{ name: 'slow', run: 'sleep 30' }, { name: 'after', run: 'true' }] } } });
   const ac = new AbortController();
   const p = k.call('verify', {}, { signal: ac.signal });
@@ -405,7 +404,7 @@ test('cancel: the verify stops, its trace ends and the step is cancelled', { ski
   assert.deepEqual(await k.client.ping(), {});
 });
 
-test('kiln verify CLI: exit codes, failing test on stderr, --json, --junit, unknown check', { skip }, (t) => {
+sandboxTest('kiln verify CLI: exit codes, failing test on stderr, --json, --junit, unknown check', (t) => {
   const state = freshDir('kiln-vf-cli-state-');
   const good = makeWs({ 'kiln.json': { verify: [junitCheck, { name: 'lint', run: 'true' }] }, 'test/a.test.mjs': PASSING_TESTS });
   const bad = makeWs({ 'kiln.json': { verify: [junitCheck] }, 'test/a.test.mjs': FAILING_TESTS });

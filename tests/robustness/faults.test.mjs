@@ -16,6 +16,7 @@ import { after, test } from 'node:test';
 
 import { RawServer, errorText, kilnBin, sleep, tempDir } from '../lib/kiln.mjs';
 import { alive, readServeInfo, stopProcess } from '../lib/http.mjs';
+import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const isRoot = process.getuid() === 0;
 const SQLITE = ['/usr/bin/sqlite3', '/usr/local/bin/sqlite3'].find((p) => fs.existsSync(p));
@@ -271,15 +272,15 @@ class Mcp {
 
 // --- can this machine run the cases? ------------------------------------------------------------
 
-let sandboxSkip = false;
+// Where the sandbox cannot run, every case is skipped with kiln's reason, or fails with it under
+// KILN_REQUIRE_SANDBOX=1 (tests/lib/sandbox_probe.mjs).
+let sandboxTest;
 {
   const home = tempDir('kiln-faults-probe-');
   const ws = tempDir('kiln-faults-probe-ws-');
   const m = await Mcp.start({ home, ws });
-  const r = await m.call('sandbox_exec', { command: 'true' });
-  if (r.isError) sandboxSkip = `the sandbox cannot run here: ${errorText(r)}`;
+  ({ test: sandboxTest } = await probeSandbox('faults', (name, args) => m.call(name, args)));
   await m.close();
-  if (sandboxSkip) console.log(`# SKIP faults: ${sandboxSkip}`);
 }
 if (!SQLITE) throw new Error('sqlite3 (the CLI) is missing: scripts/install-deps.sh installs it');
 
@@ -377,7 +378,7 @@ async function killRounds(t, name, expectKind, round, check = () => {}) {
   summarise(t, name, results);
 }
 
-test('kill -9 of kiln mcp during sandbox_exec in a fresh sandbox', { skip: sandboxSkip }, async (t) => {
+sandboxTest('kill -9 of kiln mcp during sandbox_exec in a fresh sandbox', async (t) => {
   await killRounds(t, 'fresh sandbox exec', 'exec', (i, ws, marker) => ({
     action: async (m) => {
       const id = m.send('sandbox_exec', { command: streamer(marker), timeout_s: 120 }, { progress: true });
@@ -389,7 +390,7 @@ test('kill -9 of kiln mcp during sandbox_exec in a fresh sandbox', { skip: sandb
   });
 });
 
-test('kill -9 of kiln mcp during sandbox_exec in a session sandbox', { skip: sandboxSkip }, async (t) => {
+sandboxTest('kill -9 of kiln mcp during sandbox_exec in a session sandbox', async (t) => {
   await killRounds(t, 'session sandbox exec', 'exec', (i, ws, marker) => ({
     action: async (m) => {
       const sb = await m.ok('sandbox_create', {});
@@ -410,7 +411,7 @@ test('kill -9 of kiln mcp during sandbox_exec in a session sandbox', { skip: san
   });
 });
 
-test('kill -9 of kiln mcp during verify', { skip: sandboxSkip }, async (t) => {
+sandboxTest('kill -9 of kiln mcp during verify', async (t) => {
   await killRounds(t, 'verify', 'verify', (i, ws, marker) => {
     fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify({
       verify: [
@@ -491,7 +492,7 @@ function baseOf(url) {
   return new URL(url).origin;
 }
 
-test('kill -9 of kiln mcp during publish of many and large files', { skip: sandboxSkip }, async (t) => {
+sandboxTest('kill -9 of kiln mcp during publish of many and large files', async (t) => {
   const ws = tempDir('kiln-faults-pubws-');
   const files = makePublishTree(ws);
   const results = [];
@@ -587,7 +588,7 @@ async function checkServeJson(home, notPid) {
   return info;
 }
 
-test('kill -9 of kiln serve during publishes and while serving', { skip: sandboxSkip }, async (t) => {
+sandboxTest('kill -9 of kiln serve during publishes and while serving', async (t) => {
   const home = tempDir('kiln-faults-serve-');
   const ws = tempDir('kiln-faults-servews-');
   const versions = new Map();
@@ -700,7 +701,7 @@ async function tinyStateDir(t, sizeMb) {
 const FULL_TEXT = /full|no space/i;
 const WHAT_TO_DO = /free|KILN_HOME|larger|delete|remove/i;
 
-test('a full state directory while a run\'s output is written', { skip: sandboxSkip || (!isRoot && 'needs root to mount a tmpfs in a private mount namespace') }, async (t) => {
+sandboxTest('a full state directory while a run\'s output is written', { skip: !isRoot && 'needs root to mount a tmpfs in a private mount namespace' }, async (t) => {
   const { view, start } = await tinyStateDir(t, 8);
   const ws = tempDir('kiln-faults-fullws-');
   const m = await start(ws);
@@ -725,7 +726,7 @@ test('a full state directory while a run\'s output is written', { skip: sandboxS
   checkIntegrity(view, 'after the server stopped');
 });
 
-test('a full state directory while an artifact is written', { skip: sandboxSkip || (!isRoot && 'needs root to mount a tmpfs in a private mount namespace') }, async (t) => {
+sandboxTest('a full state directory while an artifact is written', { skip: !isRoot && 'needs root to mount a tmpfs in a private mount namespace' }, async (t) => {
   const { home, view, start } = await tinyStateDir(t, 8);
   daemonsOf.add(home);
   const ws = tempDir('kiln-faults-fullws-');

@@ -13,6 +13,7 @@ import { test } from 'node:test';
 import { basicAuth, stopProcess, waitForServeInfo } from '../lib/http.mjs';
 import { RawServer, errorText, kilnBin, kilnEnv, sleep, tempDir } from '../lib/kiln.mjs';
 import { SseReader, mcpFetch, rawSession, startServe } from '../lib/mcp_http.mjs';
+import { sandboxOrDegrade, sandboxOrSkip } from '../lib/sandbox_probe.mjs';
 
 // Generous bounds: a leak proportional to the load blows through them, normal use stays far below.
 // Under make test-asan (KILN_SANITIZED=1) RSS is mostly the sanitizer's own quarantine and per-thread
@@ -189,7 +190,7 @@ test('1000 tool calls in flight on one kiln mcp: each answered once and correctl
 
   const probe = await srv.request('probe', 'tools/call', { name: 'sandbox_exec', arguments: { command: 'true' } }, 60000);
   const sandboxWhy = probe.result?.isError ? errorText(probe.result) : null;
-  if (sandboxWhy) t.diagnostic(`the sandbox cannot run here (${sandboxWhy}); the mix uses file tools only`);
+  sandboxOrDegrade(t, sandboxWhy, 'the mix uses file tools only');
   const kindOf = (i) => {
     const kind = KINDS[i % KINDS.length];
     return sandboxWhy && (kind === 'echo' || kind === 'cat') ? 'read' : kind;
@@ -340,7 +341,7 @@ test('50 concurrent MCP sessions on one kiln serve --mcp: no cross-talk, threads
   // A first session, used and ended, brings up whatever lives for the whole process (sandbox
   // manager, pools); what is left after it is the baseline the 50 must return to.
   const warm = await sandboxWorks(srv.url);
-  if (warm.why) t.diagnostic(`the sandbox cannot run here (${warm.why}); sessions use file tools only`);
+  sandboxOrDegrade(t, warm.why, 'sessions use file tools only');
   assert.equal((await mcpFetch(srv.url, { method: 'DELETE', session: warm.session })).status, 204);
   await sleep(1500);
   const baseline = procStatus(pid);
@@ -373,7 +374,7 @@ test('cancelled requests over HTTP: the process is killed and the request\'s str
   const srv = await startServe();
   t.after(() => srv.stop());
   const warm = await sandboxWorks(srv.url);
-  if (warm.why) return t.skip(`the sandbox cannot run here: ${warm.why}`);
+  if (sandboxOrSkip(t, warm.why)) return;
   const marker = `${5000 + (process.pid % 1000)}.${Date.now() % 100000}`;
   // Ten sessions at once, each with a sleeping exec that it cancels once it runs.
   const outcomes = await Promise.all(range(10).map(async (n) => {

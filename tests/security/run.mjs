@@ -117,6 +117,7 @@ if (only !== 'root') {
       const env = {
         HOME: home, USER, LOGNAME: USER, PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
         LANG: process.env.LANG ?? 'C.UTF-8', KILN_BIN: kilnBin,
+        ...(process.env.KILN_REQUIRE_SANDBOX ? { KILN_REQUIRE_SANDBOX: process.env.KILN_REQUIRE_SANDBOX } : {}),
       };
       // Sanitizer builds (make test-asan): kilntest's kiln processes report where root's do.
       for (const v of ['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS', 'KILN_SANITIZED']) {

@@ -103,18 +103,15 @@ test('case 29: a secret passed by name is usable inside but its value appears in
   assert.ok(!cli.stdout.includes(TOKEN) && !cli.stderr.includes(TOKEN), `kiln run printed the value:\n${cli.stdout}${cli.stderr}`);
 });
 
-test('case 30: every run leaves one trace record (argv, policy, limits hit, stop reason, cleanup)', async (t) => {
-  if (!k.tools.has('trace_list') || !k.tools.has('trace_get')) {
-    t.skip('Kiln has no trace_list/trace_get tool yet (traces land in a later issue)');
-    return;
-  }
+test('case 30: every run leaves one trace record (argv, policy, limits hit, stop reason, cleanup)', async () => {
   const before = ok(await callTool(k, 'trace_list', { kind: 'exec', limit: 1000 }), 'trace_list');
-  const count = (x) => (x.traces ?? x.items ?? x.summaries ?? []).length;
+  const count = (x) => { assert.ok(Array.isArray(x.traces), `trace_list answers traces: ${JSON.stringify(x).slice(0, 500)}`); return x.traces.length; };
   const tag = rand();
   const r = await exec(k, `echo trace-${tag}; echo "$KILNSEC_TOKEN"; exit 4`, { secrets: ['KILNSEC_TOKEN'], limits: { wall_s: 30 } });
   const afterList = ok(await callTool(k, 'trace_list', { kind: 'exec', limit: 1000 }), 'trace_list');
   assert.equal(count(afterList), count(before) + 1, 'exactly one new trace for one run');
-  const id = r.trace_uri?.replace('kiln://trace/', '') ?? r.run_id;
+  assert.match(r.trace_id ?? '', /^tr_/, `sandbox_exec names its trace: ${JSON.stringify(r).slice(0, 500)}`);
+  const id = r.trace_id;
   const tr = ok(await callTool(k, 'trace_get', { trace_id: id }), 'trace_get');
   const text = JSON.stringify(tr);
   for (const want of [`trace-${tag}`, 'wall_s', 'KILNSEC_TOKEN', 'exit', 'cleanup']) {

@@ -145,8 +145,7 @@ export async function verify(ctx: CommandContext): Promise<VerifyResult | undefi
       } catch {
         configText = undefined;
       }
-      const planned = planDiagnostics(result, root, configText).map((p) => ({ ...p, message: p.message.replace(/\s+/g, ' ').trim() }));
-      applyDiagnostics(ctx.diagnostics, planned);
+      applyDiagnostics(ctx.diagnostics, planDiagnostics(result, root, configText));
     }
     ctx.traces.refresh();
     const summary = result.summary ?? `verify ${result.status}`;

@@ -60,6 +60,15 @@ export function findCheckInConfig(text: string, check: string): { line: number; 
 }
 
 /**
+ * A failure message as the Problems view shows it: its own lines kept (an assertion's diff is
+ * unreadable on one line), CRLF as LF, trailing blanks and blank lines at either end dropped.
+ */
+export function messageLines(message: string): string {
+  return message.replace(/\r\n?/g, '\n').split('\n').map((l) => l.trimEnd()).join('\n')
+    .replace(/^\n+|\n+$/g, '');
+}
+
+/**
  * The diagnostics a verify result should produce. `root` is the workspace root (failure files are
  * relative to it); `configText` is kiln.json's text, when it can be read, to place check-level problems.
  */
@@ -71,7 +80,8 @@ export function planDiagnostics(result: VerifyResult, root: string, configText?:
     for (const f of failures) {
       const file = f.file ? (path.isAbsolute(f.file) ? f.file : path.join(root, f.file)) : configFile;
       const line = typeof f.line === 'number' && f.line > 0 ? f.line - 1 : 0;
-      const message = f.message ? `${f.name}: ${f.message}` : `${f.name} failed`;
+      const text = f.message ? messageLines(f.message) : '';
+      const message = text ? `${f.name}: ${text}` : `${f.name} failed`;
       out.push({ file, line, start: 0, end: WHOLE_LINE, message, severity: 'error', code: check.name });
     }
     if ((check.status === 'fail' || check.status === 'error') && failures.length === 0) {

@@ -5,7 +5,9 @@
 //   crash    like normal, but exits with code 3 half a second after initialized
 //   silent   never answers initialize
 // Tools: echo (structuredContent = arguments), fail (isError), slow (progress every 50 ms until
-// cancelled; never answers a cancelled call), log (sends notifications/message), die (exits 4).
+// cancelled; never answers a cancelled call), log (sends notifications/message), die (exits 4),
+// verify (one failing test whose message has several lines, CRLF included) and workspace_info
+// (the root is the fake's cwd).
 import fs from 'node:fs';
 
 const logFile = process.env.FAKE_KILN_LOG;
@@ -54,7 +56,16 @@ function handle(m) {
   } else if (m.method === 'tools/call') {
     const { name, arguments: args, _meta } = m.params;
     if (name === 'echo') send({ id: m.id, result: { content: [{ type: 'text', text: JSON.stringify(args) }], structuredContent: args } });
-    else if (name === 'fail') send({ id: m.id, result: { content: [{ type: 'text', text: 'no workspace is open: call workspace_open' }], isError: true } });
+    else if (name === 'verify') {
+      const failure = { name: 'kebabCase', file: 'test/case.test.js', line: 10,
+        message: "Expected values to be strictly equal:\r\n+ actual - expected\n\n+ 'a'\n- 'b'   \n    ^\n" };
+      const result = { status: 'fail', trace_id: 'tr_fake', summary: 'verify fail: 0 of 1 checks passed',
+        checks: [{ name: 'test', status: 'fail', trace_id: 'tr_fake1', tests: { passed: 0, failed: 1, failures: [failure] } }] };
+      send({ id: m.id, result: { content: [{ type: 'text', text: JSON.stringify(result) }], structuredContent: result } });
+    } else if (name === 'workspace_info') {
+      const info = { id: 'ws_fake', name: 'fake', root: process.cwd() };
+      send({ id: m.id, result: { content: [{ type: 'text', text: JSON.stringify(info) }], structuredContent: info } });
+    } else if (name === 'fail') send({ id: m.id, result: { content: [{ type: 'text', text: 'no workspace is open: call workspace_open' }], isError: true } });
     else if (name === 'log') {
       send({ method: 'notifications/message', params: { level: 'info', data: 'hello from the server log' } });
       send({ method: 'notifications/message', params: { level: 'error', data: 'an error also written to stderr' } });

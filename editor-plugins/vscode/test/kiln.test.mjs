@@ -81,7 +81,7 @@ test('Verify: the failing test goes into Problems at its file and line, with pro
   assert.deepEqual([...diags.keys()], [file]);
   const [d] = diags.get(file);
   assert.equal(d.range.start.line, 9, 'line 10 in the report is line 9 zero-based');
-  assert.match(d.message, /^kebabCase: Expected values to be strictly equal/);
+  assert.match(d.message, /^kebabCase: Expected values to be strictly equal:\n/, 'the message keeps its line breaks');
   assert.equal(d.severity, 0);
   assert.equal(d.source, 'kiln verify');
   assert.equal(d.code, 'test');

@@ -37,6 +37,30 @@ local function session()
   return s
 end
 
+-- A session of its own (not the plugin's), started and waited for; stop_session waits for its end.
+local function start_session(opts, what)
+  local s = require('kiln.mcp').new(opts)
+  local ready
+  s:start(function(err)
+    ready = { err = err }
+  end)
+  T.wait(15000, function()
+    return ready
+  end, what)
+  T.eq(ready.err, nil, what .. ' started')
+  return s
+end
+
+local function stop_session(s, what)
+  local stopped
+  s:stop(function()
+    stopped = true
+  end)
+  T.wait(5000, function()
+    return stopped
+  end, what .. ' to stop')
+end
+
 local function find_buf(pat)
   for _, b in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_get_name(b):match(pat) then
@@ -164,6 +188,35 @@ T.test('a missing kiln binary is a clear message, not a Lua error', function()
   kiln.setup({ cmd = BIN, env = { KILN_SERVE_LISTEN = '127.0.0.1:0' }, log_level = 'debug' })
 end)
 
+T.test('cmd: a list is the whole command line (nvim-lspconfig habit), a string cmd gets args', function()
+  local config = require('kiln.config')
+  local exe = vim.fn.exepath(BIN)
+  -- Each setup's command line first, then the usual setup back, so a failure here leaves the
+  -- tests after this one a working configuration.
+  local function command_for(opts)
+    local problems = kiln.setup(opts)
+    return config.command(), problems
+  end
+  local list, list_problems = command_for({ cmd = { BIN, 'mcp' } })
+  local with_options = command_for({ cmd = { BIN, '--log-level', 'debug', 'mcp' } })
+  local plain = command_for({ cmd = BIN })
+  local with_args = command_for({ cmd = BIN, args = { 'mcp', '--workspace', WS } })
+  local both, both_problems = command_for({ cmd = { BIN, 'mcp' }, args = { 'mcp' } })
+  kiln.setup({ cmd = BIN, env = { KILN_SERVE_LISTEN = '127.0.0.1:0' }, log_level = 'debug' })
+  T.eq(#list_problems, 0, 'a list cmd is fine')
+  T.eq(list, { exe, 'mcp' }, 'kiln mcp, not kiln mcp mcp')
+  T.eq(with_options, { exe, '--log-level', 'debug', 'mcp' }, 'options before mcp, in the list')
+  T.eq(plain, { exe, 'mcp' }, 'a string cmd gets the default args')
+  T.eq(with_args, { exe, 'mcp', '--workspace', WS }, 'a string cmd gets the given args')
+  T.eq(#both_problems, 1, 'args beside a list cmd is reported: ' .. vim.inspect(both_problems))
+  T.match(both_problems[1], 'args is not used when cmd is a list', 'says why')
+  T.eq(both, { exe, 'mcp' }, 'and not appended')
+  -- The list's command line really serves MCP.
+  local s = start_session({ cmd = list, workspace = WS, open = false, roots = false }, 'a session from the list cmd')
+  T.eq(s.server_info.name, 'kiln', 'serverInfo.name')
+  stop_session(s, 'the list-cmd session')
+end)
+
 T.test('starts kiln mcp, initializes and opens the current folder as the workspace', function()
   local t0 = uv.hrtime()
   vim.cmd('Kiln status')
@@ -182,16 +235,7 @@ end)
 
 T.test('roots: the server opens the folder kiln.nvim offers in roots/list', function()
   -- A second session that declares roots but does not call workspace_open itself.
-  local mcp = require('kiln.mcp')
-  local s = mcp.new({ cmd = { BIN, 'mcp' }, workspace = WS, open = false })
-  local ready
-  s:start(function(err)
-    ready = { err = err }
-  end)
-  T.wait(15000, function()
-    return ready
-  end, 'second session')
-  T.eq(ready.err, nil, 'started')
+  local s = start_session({ cmd = { BIN, 'mcp' }, workspace = WS, open = false }, 'second session')
   local info
   T.wait(10000, function()
     if info and not info.err and info.value and info.value.root then
@@ -205,13 +249,7 @@ T.test('roots: the server opens the folder kiln.nvim offers in roots/list', func
     end
   end, 'workspace_info after roots/list')
   T.eq(vim.fn.resolve(info.value.root), WS, 'root from roots/list')
-  local stopped
-  s:stop(function()
-    stopped = true
-  end)
-  T.wait(5000, function()
-    return stopped
-  end, 'second session to stop')
+  stop_session(s, 'second session')
 end)
 
 T.test('tools/list offers every tool kiln.nvim calls, with the arguments it passes', function()
@@ -348,10 +386,15 @@ T.test(':Kiln verify puts the failing test in the quickfix list (file, line, mes
   T.match(vim.api.nvim_buf_get_name(e.bufnr), '/test/case%.test%.js$', 'file')
   T.eq(vim.fn.resolve(vim.api.nvim_buf_get_name(e.bufnr)), WS .. '/test/case.test.js', 'absolute path in the workspace')
   T.eq(e.lnum, 10, 'line')
-  T.match(e.text, 'kebabCase', 'test name')
-  T.match(e.text, 'hello%-Big%-World', 'message')
+  T.eq(e.text, 'test: kebabCase: Expected values to be strictly equal:', 'check, test name and the first line')
   T.eq(e.type, 'E', 'type')
   T.eq(e.valid, 1, 'valid entry')
+  -- The message's further lines follow as entries of their own, never squashed into one.
+  -- node's diff: "+ actual - expected", a blank line, "+ 'hello-Big-World'", "- 'hello-big-world'", "^".
+  T.eq({ qf[2].valid, qf[2].text, qf[2].bufnr }, { 0, '+ actual - expected', 0 }, 'the second line')
+  T.eq({ qf[3].valid, qf[3].text }, { 0, '' }, 'the blank line')
+  T.eq({ qf[4].valid, qf[4].text }, { 0, "+ 'hello-Big-World'" }, 'actual')
+  T.eq({ qf[5].valid, qf[5].text }, { 0, "- 'hello-big-world'" }, 'expected')
   T.match(vim.fn.getqflist({ title = 1 }).title, '^Kiln verify fail', 'title')
   T.ok(vim.fn.getqflist({ winid = 1 }).winid ~= 0, 'quickfix window open')
   T.eq(vim.api.nvim_get_current_win(), win, 'focus stays where it was')
@@ -466,6 +509,8 @@ T.test(':Kiln traces lists runs; <CR> opens a trace; a verify shows its steps, <
   local text = T.text(0)
   T.match(text, 'tests%s+%d+ passed, 1 failed', 'test counts')
   T.match(text, '✖ kebabCase  test/case%.test%.js:10', 'the failure')
+  T.match(text, "\n      Expected values to be strictly equal:\n      %+ actual %- expected\n\n      %+ 'hello%-Big%-World'\n      %- 'hello%-big%-world'\n",
+    'the message, line by line')
   -- <CR> on the failure's file:line opens the file there.
   local fl
   for i, l in ipairs(T.lines(0)) do
@@ -712,6 +757,26 @@ T.test('JSON null and empty objects: {} stays an object, null never crashes a vi
   T.match(items[1].text, 'check b error: no report', 'error check')
   T.eq(items[2].filename, '/w/f.js', 'file')
   T.eq(items[2].lnum, 0, 'null line')
+  -- A message of several lines (CRLF too): the first with the location, the rest as valid = 0.
+  items = kiln.qf_items({
+    checks = {
+      { name = 't', status = 'fail', tests = { failures = { { name = 'eq', file = 'a.js', line = 3,
+        message = "strictly equal:\r\n+ actual - expected\n\n+ 'a'\n- 'b'  \n    ^\n" } } } },
+      { name = 'u', status = 'error', trace_id = 'tr_2', error = 'cannot start\nno such file' },
+    },
+  }, '/w')
+  T.eq(vim.tbl_map(function(i)
+    return { i.text, i.valid, i.filename, i.lnum }
+  end, items), {
+    { 't: eq: strictly equal:', nil, '/w/a.js', 3 },
+    { '+ actual - expected', 0 },
+    { '', 0 },
+    { "+ 'a'", 0 },
+    { "- 'b'", 0 },
+    { '    ^', 0 },
+    { 'check u error: cannot start (trace tr_2)', nil },
+    { 'no such file', 0 },
+  }, 'one entry per line')
   -- The line splitter copes with messages split across reads and several in one read.
   local got = {}
   local feedl = require('kiln.rpc')._line_splitter(function(l)

@@ -3,7 +3,7 @@
 #   1. unit tests (node --test, stub `vscode`, the real BUILD/kiln for the command tests)
 #   2. type check (tsc --noEmit)
 #   3. bundle (esbuild, with the repo's kiln.json schema copied in)
-#   4. package (.vsix with @vscode/vsce, into BUILD/vscode/)
+#   4. package (.vsix with @vscode/vsce, into BUILD/vscode/, by scripts/vsix.sh as make package)
 #   5. end to end in a real VS Code (code-server, installed by install.sh; screenshots in
 #      BUILD/test-artifacts/vscode/)
 # and closes with node-test style totals ("ℹ pass N", "ℹ fail M") for scripts/run-tests.sh.
@@ -78,31 +78,15 @@ node_suite() { # name, dir, then the node --test arguments; counts its tests
   fi
 }
 
-version=$(node -p "require('$ext/package.json').version")
-vsix=$build/vscode/kiln-$version.vsix
+# The .vsix is built by scripts/vsix.sh, the same steps make package runs, one step at a time here.
+vsix_sh=$root/scripts/vsix.sh
+vsix=$("$vsix_sh" "$build" path)
 
-check_vsix() { # the bundle, the schema (identical to the repo's), the manifest; no sources
-  local listing
-  listing=$(python3 -m zipfile -l "$vsix" | awk 'NR > 1 {print $1}') || return 1
-  echo "$listing"
-  for f in extension/package.json extension/dist/extension.js extension/schemas/kiln.schema.json extension/media/kiln.svg; do
-    grep -qx "$f" <<<"$listing" || { echo "missing $f in $vsix"; return 1; }
-  done
-  ! grep -qE '^extension/(src|test|node_modules|scripts)/' <<<"$listing" || { echo "sources or node_modules packaged"; return 1; }
-  python3 - "$vsix" "$root/schemas/kiln.schema.json" <<'PY'
-import sys, zipfile
-packaged = zipfile.ZipFile(sys.argv[1]).read('extension/schemas/kiln.schema.json')
-sys.exit(0 if packaged == open(sys.argv[2], 'rb').read() else 'the packaged kiln.schema.json differs from schemas/')
-PY
-}
-
-if step deps "$root/scripts/npm-deps.sh" "$ext"; then
+if step deps "$vsix_sh" "$build" deps; then
   node_suite unit "$ext" "$ext"/test/*.test.mjs
   step typecheck bash -c "cd '$ext' && npx --no-install tsc --noEmit -p ."
-  if step bundle bash -c "cd '$ext' && node scripts/build.mjs --production"; then
-    rm -f "$vsix"
-    step package bash -c "cd '$ext' && npx --no-install vsce package --no-dependencies --skip-license --allow-missing-repository -o '$vsix'" &&
-      step vsix-contents check_vsix
+  if step bundle "$vsix_sh" "$build" bundle; then
+    step package "$vsix_sh" "$build" package && step vsix-contents "$vsix_sh" "$build" check
   fi
 fi
 

@@ -1,6 +1,7 @@
 // The sandbox engine against the real kiln-sandbox helper: fresh and session execs, timeouts
 // that kill a whole tree, output caps, background runs with stdin and long-poll output, and
-// destroy cleanup. Skips (with the reason) where the helper cannot build a sandbox.
+// destroy cleanup. Skipped (doctest::skip, with the reason on stderr) where the helper cannot build a
+// sandbox, unless KILN_REQUIRE_SANDBOX=1: then they run and fail with that reason.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
 
+#include "../skip.h"
+
 using namespace kiln::sandbox;
 namespace fs = std::filesystem;
 
@@ -23,7 +26,7 @@ namespace {
 struct Env {
   std::string state, ws;
   std::unique_ptr<SandboxManager> m;
-  std::string skip;
+  std::string unavailable;  // why `true` did not run in a fresh sandbox; empty when it did
   Env(bool allow_unsandboxed = false) {
     char tmpl[] = "/tmp/kiln-sbx-test-XXXXXX";
     std::string base = ::mkdtemp(tmpl);
@@ -33,26 +36,41 @@ struct Env {
     fs::create_directories(ws);
     ManagerOptions o;
     o.state_dir = state;
-    o.helper_path = KILN_SANDBOX_HELPER;
+    // KILN_SANDBOX_HELPER overrides the built helper, as it does for kiln (a broken one shows the skip).
+    const char* helper = std::getenv("KILN_SANDBOX_HELPER");
+    o.helper_path = helper != nullptr && *helper != '\0' ? helper : KILN_SANDBOX_HELPER;
     o.allow_unsandboxed = allow_unsandboxed;
     o.cleanup_stale = false;
     m = std::make_unique<SandboxManager>(o);
-    auto probe = exec("true");
-    if (!probe) skip = probe.error().message;
+    // No REQUIRE on this path: the probe also runs before main (sandbox_skip), outside any case.
+    auto p = try_policy();
+    if (!p) {
+      unavailable = p.error().message;
+      return;
+    }
+    ExecRequest r;
+    r.argv = {"/bin/sh", "-c", "true"};
+    r.cwd = ws;
+    if (auto probe = m->exec({}, &*p, r); !probe) unavailable = probe.error().message;
   }
   ~Env() {
     m.reset();
     std::error_code ec;
     fs::remove_all(fs::path(state).parent_path(), ec);
   }
-  SandboxPolicy policy(nlohmann::json args = nlohmann::json::object()) {
+  kiln::Result<SandboxPolicy> try_policy(nlohmann::json args = nlohmann::json::object()) {
     PolicyInput in;
     in.args = std::move(args);
     in.workspace_root = ws;
     in.workspace_id = "ws_test";
     auto p = make_policy(in);
-    REQUIRE(p);
-    REQUIRE(m->finalize_policy(*p));
+    if (!p) return p;
+    if (auto f = m->finalize_policy(*p); !f) return std::unexpected(f.error());
+    return p;
+  }
+  SandboxPolicy policy(nlohmann::json args = nlohmann::json::object()) {
+    auto p = try_policy(std::move(args));
+    REQUIRE_MESSAGE(p.has_value(), (p ? "" : p.error().message));
     return *p;
   }
   kiln::Result<ExecResult> exec(const std::string& cmd, nlohmann::json args = nlohmann::json::object(),
@@ -66,17 +84,23 @@ struct Env {
   }
 };
 
-#define SKIP_IF_NO_SANDBOX(e)                                              \
-  if (!(e).skip.empty()) {                                                 \
-    MESSAGE("SKIPPED: the sandbox helper cannot run here: " << (e).skip);  \
-    return;                                                                \
-  }
+// Decided once, before any case runs (doctest applies decorators at registration, see skip.h):
+// skip the cases that need a sandbox where none can start, unless KILN_REQUIRE_SANDBOX=1.
+bool sandbox_skip() {
+  static const bool skip = !kiln::test::sandbox_required() && kiln::test::skip_because(
+      "unit.sandbox cases that need a sandbox (the sandbox helper cannot run here)", Env().unavailable);
+  return skip;
+}
+
+// In a case that was not skipped: the sandbox must work (under KILN_REQUIRE_SANDBOX=1 this is where
+// a helper that cannot start fails the case, with its reason).
+#define REQUIRE_SANDBOX(e) REQUIRE_MESSAGE((e).unavailable.empty(), "the sandbox helper cannot run here: " << (e).unavailable)
 
 }  // namespace
 
-TEST_CASE("fresh exec: exit code, stdout, stderr, isolation report") {
+TEST_CASE("fresh exec: exit code, stdout, stderr, isolation report" * doctest::skip(sandbox_skip())) {
   Env e;
-  SKIP_IF_NO_SANDBOX(e);
+  REQUIRE_SANDBOX(e);
   auto r = e.exec("echo out; echo err >&2; exit 3");
   REQUIRE(r);
   CHECK(r->exit_code == 3);
@@ -88,18 +112,18 @@ TEST_CASE("fresh exec: exit code, stdout, stderr, isolation report") {
   CHECK(fs::exists(r->run_dir + "/stdout"));
 }
 
-TEST_CASE("host environment does not leak; HOME is inside the sandbox") {
+TEST_CASE("host environment does not leak; HOME is inside the sandbox" * doctest::skip(sandbox_skip())) {
   ::setenv("KILN_LEAK_CHECK", "visible", 1);
   Env e;
-  SKIP_IF_NO_SANDBOX(e);
+  REQUIRE_SANDBOX(e);
   auto r = e.exec("echo \"[$KILN_LEAK_CHECK] $HOME\"; test -d \"$HOME\" && echo home-ok");
   REQUIRE(r);
   CHECK(r->out.text == "[] /tmp/home\nhome-ok\n");
 }
 
-TEST_CASE("wall timeout kills a tree that ignores TERM and escaped with setsid") {
+TEST_CASE("wall timeout kills a tree that ignores TERM and escaped with setsid" * doctest::skip(sandbox_skip())) {
   Env e;
-  SKIP_IF_NO_SANDBOX(e);
+  REQUIRE_SANDBOX(e);
   auto t0 = std::chrono::steady_clock::now();
   auto r = e.exec("trap '' TERM; setsid sh -c 'trap \"\" TERM; sleep 100' & (sleep 100 &) ; sleep 100", {}, {}, 0.5);
   REQUIRE(r);
@@ -108,9 +132,9 @@ TEST_CASE("wall timeout kills a tree that ignores TERM and escaped with setsid")
   CHECK(ms < 3000);
 }
 
-TEST_CASE("output cap stops the command and says truncated with the total") {
+TEST_CASE("output cap stops the command and says truncated with the total" * doctest::skip(sandbox_skip())) {
   Env e;
-  SKIP_IF_NO_SANDBOX(e);
+  REQUIRE_SANDBOX(e);
   auto r = e.exec("yes 0123456789", {{"limits", {{"output_bytes", 100000}}}});
   REQUIRE(r);
   CHECK(r->stop_reason == StopReason::output_limit);
@@ -120,9 +144,9 @@ TEST_CASE("output cap stops the command and says truncated with the total") {
   CHECK(r->out.text.size() <= 16 * 1024);
 }
 
-TEST_CASE("session: /tmp persists, background process reachable, stdin, long-poll, kill, destroy") {
+TEST_CASE("session: /tmp persists, background process reachable, stdin, long-poll, kill, destroy" * doctest::skip(sandbox_skip())) {
   Env e;
-  SKIP_IF_NO_SANDBOX(e);
+  REQUIRE_SANDBOX(e);
   auto sb = e.m->create(e.policy());
   REQUIRE(sb);
   auto a = e.exec("echo hello > /tmp/x", {}, sb->sandbox_id);
@@ -173,9 +197,9 @@ TEST_CASE("session: /tmp persists, background process reachable, stdin, long-pol
   CHECK(e.m->list("").empty());
 }
 
-TEST_CASE("another owner's sandbox and run ids answer exactly as unknown ones do (case 33)") {
+TEST_CASE("another owner's sandbox and run ids answer exactly as unknown ones do (case 33)" * doctest::skip(sandbox_skip())) {
   Env e;
-  SKIP_IF_NO_SANDBOX(e);
+  REQUIRE_SANDBOX(e);
   auto p = e.policy();
   p.owner = "alice";
   auto sb = e.m->create(p);

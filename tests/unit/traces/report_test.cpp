@@ -306,6 +306,22 @@ TEST_CASE("tap: a YAML block whose end marker is missing does not swallow the st
   check_where(r->failures[0], "a.js", 3);
 }
 
+// node's deep-equal diff elides lines with a "..." line of its own; inside the block scalar it is
+// text, and only "..." at the block's own indentation ends the YAML block.
+TEST_CASE("tap: a \"...\" line inside a block scalar is part of the message") {
+  auto r = parse_tap(
+      "TAP version 13\nnot ok 1 - deep\n  ---\n  location: '/w/a.test.mjs:3:1'\n  error: |-\n"
+      "    Expected values to be strictly deep-equal:\n    + actual - expected ... Lines skipped\n    \n"
+      "      {\n    +   x: 'a',\n    -   x: 'b',\n        y: [\n    ...\n          2\n        ]\n      }\n"
+      "  code: 'ERR_ASSERTION'\n  ...\n1..1\n");
+  REQUIRE(r);
+  REQUIRE(r->failures.size() == 1);
+  CHECK(r->failures[0].message ==
+        "Expected values to be strictly deep-equal:\n+ actual - expected ... Lines skipped\n\n  {\n+   x: 'a',\n"
+        "-   x: 'b',\n    y: [\n...\n      2\n    ]\n  }");
+  check_where(r->failures[0], "/w/a.test.mjs", 3);
+}
+
 TEST_CASE("tap: errors for empty and non-TAP input") {
   auto empty = parse_tap(fixture("empty.txt"));
   REQUIRE_FALSE(empty);

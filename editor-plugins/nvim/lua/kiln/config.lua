@@ -3,10 +3,10 @@
 local M = {}
 
 M.defaults = {
-  -- The server: a program name on PATH or a path, optionally with arguments before `mcp`
-  -- (a string, or a list like { '/opt/kiln/kiln', '--state-dir', '/tmp/k' }).
+  -- The server: a program name on PATH or a path (then `args` follow it), or a list that is the
+  -- whole command line, as in nvim-lspconfig: { '/opt/kiln/kiln', '--state-dir', '/tmp/k', 'mcp' }.
   cmd = 'kiln',
-  -- Arguments after cmd.
+  -- Arguments after a string cmd (a list cmd has its own).
   args = { 'mcp' },
   -- Extra environment for the server (false removes a variable), e.g. { KILN_HOME = '...' }.
   env = {},
@@ -63,6 +63,9 @@ function M.check(opts)
       problems[#problems + 1] = string.format('option %s: expected one of %s, got %q', k, table.concat(enums[k], ', '), v)
     end
   end
+  if type((opts or {}).cmd) == 'table' and (opts or {}).args ~= nil then
+    problems[#problems + 1] = 'option args is not used when cmd is a list: the list is the whole command line'
+  end
   return problems
 end
 
@@ -82,11 +85,12 @@ function M.set(opts)
   return M.problems
 end
 
---- The server command line as a list: cmd (its program resolved on PATH) followed by args.
---- Returns nil and why when the program cannot be found.
+--- The server command line as a list, its program resolved on PATH: a list cmd as it is, a
+--- string cmd followed by args. Returns nil and why when the program cannot be found.
 function M.command()
   local o = M.options
-  local cmd = type(o.cmd) == 'table' and vim.deepcopy(o.cmd) or { o.cmd }
+  local whole = type(o.cmd) == 'table'
+  local cmd = whole and vim.deepcopy(o.cmd) or { o.cmd }
   if #cmd == 0 or type(cmd[1]) ~= 'string' or cmd[1] == '' then
     return nil, 'option cmd is empty'
   end
@@ -95,8 +99,10 @@ function M.command()
     return nil, string.format("'%s' is not an executable: put kiln on PATH or set require('kiln').setup{ cmd = '/path/to/kiln' }", cmd[1])
   end
   cmd[1] = exe
-  for _, a in ipairs(o.args or {}) do
-    cmd[#cmd + 1] = a
+  if not whole then
+    for _, a in ipairs(o.args or {}) do
+      cmd[#cmd + 1] = a
+    end
   end
   return cmd
 end

@@ -175,7 +175,9 @@ local function trace_lines(res)
         where = where .. ':' .. f.line
       end
       add(string.format('  ✖ %s  %s', nn(f.name) or '?', where), 'KilnFail')
-      add('      ' .. (nn(f.message) or ''):gsub('\n', ' '))
+      for _, l in ipairs(ui.message_lines(nn(f.message))) do
+        add(l == '' and '' or '      ' .. l)
+      end
     end
   end
   local children = nn(res.children) or {}

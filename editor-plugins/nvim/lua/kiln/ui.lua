@@ -199,4 +199,19 @@ function M.clean(text)
   return text
 end
 
+--- The lines of a message (CRLF as LF, trailing blanks and blank lines at either end dropped).
+function M.message_lines(text)
+  local lines = vim.split((text or ''):gsub('\r\n?', '\n'), '\n', { plain = true })
+  for i, l in ipairs(lines) do
+    lines[i] = l:gsub('%s+$', '')
+  end
+  while #lines > 0 and lines[1] == '' do
+    table.remove(lines, 1)
+  end
+  while #lines > 0 and lines[#lines] == '' do
+    table.remove(lines, #lines)
+  end
+  return lines
+end
+
 return M

@@ -11,8 +11,21 @@ local done = core.done
 
 local M = {}
 
+-- `item` with the message's first line between `prefix` and `suffix`, then one entry per further
+-- line with valid = 0: the quickfix window shows them as "|| line" under their error and :cnext
+-- skips them, so a multi-line assertion diff reads as the runner wrote it.
+local function add_item(items, item, prefix, message, suffix)
+  local lines = ui.message_lines(message)
+  item.text = prefix .. (lines[1] or '') .. (suffix or '')
+  items[#items + 1] = item
+  for i = 2, #lines do
+    items[#items + 1] = { text = lines[i], valid = 0 }
+  end
+end
+
 --- Quickfix items for a verify result: one per failing test (file and line from the parsed
---- report), one per failed or broken check that has no test failures to point at.
+--- report), one per failed or broken check that has no test failures to point at; a message
+--- of several lines continues in entries of its own.
 function M.qf_items(res, root)
   local items = {}
   for _, check in ipairs(nn(res.checks) or {}) do
@@ -22,25 +35,19 @@ function M.qf_items(res, root)
       local failures = type(tests) == 'table' and nn(tests.failures) or {}
       for _, f in ipairs(failures) do
         local file = nn(f.file) or ''
-        local item = {
-          text = string.format('%s: %s: %s', check.name, nn(f.name) or '?', (nn(f.message) or ''):gsub('\n', ' ')),
-          lnum = nn(f.line) or 0,
-          type = 'E',
-        }
+        local item = { lnum = nn(f.line) or 0, type = 'E' }
         if file ~= '' then
           item.filename = file:sub(1, 1) == '/' and file or (root .. '/' .. file)
         end
-        items[#items + 1] = item
+        add_item(items, item, string.format('%s: %s: ', check.name, nn(f.name) or '?'), nn(f.message))
       end
       if #failures == 0 then
         local why = nn(check.error)
         if not why or why == '' then
           why = string.format('exit %s, %s', tostring(nn(check.exit_code)), tostring(nn(check.stop_reason)))
         end
-        items[#items + 1] = {
-          text = string.format('check %s %s: %s (trace %s)', check.name, st, why, tostring(nn(check.trace_id))),
-          type = 'E',
-        }
+        add_item(items, { type = 'E' }, string.format('check %s %s: ', check.name, st), why,
+          string.format(' (trace %s)', tostring(nn(check.trace_id))))
       end
     end
   end
