@@ -32,6 +32,7 @@ timings=()
 # The background builds of --overlap-builds: one chain (unit tests, then the fuzz targets), each
 # step leaving its exit status in $logs/bg-<step>.rc for the suite that waits on it.
 bg_chain=
+bg_steps=
 start_background_builds() {
   local want_unit=0 want_fuzz=0 s
   for s in "${suites[@]}"; do
@@ -39,6 +40,9 @@ start_background_builds() {
     [[ $s == fuzz ]] && want_fuzz=1
   done
   rm -f "$logs"/bg-unit.rc "$logs"/bg-fuzz.rc
+  bg_steps=""
+  ((want_unit)) && bg_steps+=" unit"
+  ((want_fuzz)) && bg_steps+=" fuzz"
   (
     if ((want_unit)); then
       nice -n 19 cmake --build "$build_abs" -j "${JOBS:-2}" >"$logs/build-unit.log" 2>&1
@@ -62,6 +66,7 @@ trap stop_background_builds EXIT
 wait_background() {
   local step=$1
   ((overlap)) || return 0
+  [[ " $bg_steps " == *" $step "* ]] || return 0
   echo "run-tests: waiting for the background $step build"
   while [[ ! -f $logs/bg-$step.rc ]]; do
     kill -0 "$bg_chain" 2>/dev/null || break
