@@ -18,9 +18,11 @@
 #include <spdlog/details/null_mutex.h>
 #include <spdlog/logger-inl.h>
 #include <spdlog/pattern_formatter-inl.h>
+#include <spdlog/sinks/ansicolor_sink-inl.h>
 #include <spdlog/sinks/base_sink-inl.h>
 #include <spdlog/sinks/rotating_file_sink-inl.h>
 #include <spdlog/sinks/sink-inl.h>
+#include <spdlog/sinks/stdout_color_sinks-inl.h>
 #include <spdlog/sinks/stdout_sinks-inl.h>
 #include <spdlog/spdlog-inl.h>
 
@@ -34,3 +36,10 @@ template class spdlog::sinks::stdout_sink<spdlog::details::console_mutex>;
 template class spdlog::sinks::stdout_sink<spdlog::details::console_nullmutex>;
 template class spdlog::sinks::stderr_sink<spdlog::details::console_mutex>;
 template class spdlog::sinks::stderr_sink<spdlog::details::console_nullmutex>;
+// The default logger spdlog creates before Kiln installs its own writes to a colour stdout sink.
+template class spdlog::sinks::ansicolor_sink<spdlog::details::console_mutex>;
+template class spdlog::sinks::ansicolor_sink<spdlog::details::console_nullmutex>;
+template class spdlog::sinks::ansicolor_stdout_sink<spdlog::details::console_mutex>;
+template class spdlog::sinks::ansicolor_stdout_sink<spdlog::details::console_nullmutex>;
+template class spdlog::sinks::ansicolor_stderr_sink<spdlog::details::console_mutex>;
+template class spdlog::sinks::ansicolor_stderr_sink<spdlog::details::console_nullmutex>;
