@@ -12,8 +12,10 @@ KILN_ABS = $(abspath $(KILN))
 
 # ccache keeps its cache inside the build folder: nothing outside it that a fresh machine lacks.
 export CCACHE_DIR ?= $(abspath $(BUILD))/.ccache
+# and so does npm's download cache.
+export npm_config_cache ?= $(abspath $(BUILD))/.npm-cache
 
-.PHONY: all help deps node-deps configure build install package test test-asan fuzz unit wire e2e robustness conformance nvim vscode demo bench clean
+.PHONY: all help deps node-deps prefetch configure bins build install package test test-asan fuzz unit wire e2e robustness conformance nvim vscode demo bench clean
 
 all: build
 
@@ -29,6 +31,13 @@ node-deps: deps
 	@scripts/npm-deps.sh tests
 	@scripts/npm-deps.sh tests/conformance
 
+# What the editor suites install for themselves (the extension's npm folder, code-server for the
+# VS Code end-to-end test, Neovim 0.10): downloads, so make test fetches them while it compiles.
+prefetch: node-deps
+	@scripts/npm-deps.sh editor-plugins/vscode >/dev/null
+	@tests/editors/vscode/install.sh $(abspath $(BUILD)) >$(BUILD)/prefetch-vscode.log 2>&1 || echo "prefetch: code-server install failed; the vscode suite retries and reports it ($(BUILD)/prefetch-vscode.log)"
+	@scripts/install-nvim010.sh $(abspath $(BUILD)) >$(BUILD)/prefetch-nvim.log 2>&1 || echo "prefetch: Neovim 0.10 not fetched; the nvim suite retries and reports it"
+
 configure: deps
 ifeq ($(BUILD),build)
 	@test -f build/build.ninja || cmake --preset default
@@ -36,28 +45,31 @@ else
 	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON
 endif
 
+# Everything (binaries and unit tests).
 build: configure
-ifeq ($(BUILD),build)
-	cmake --build --preset default
-else
 	cmake --build $(BUILD) -j $(JOBS)
-endif
+
+# Only the two programs: what make demo, install, package and the end-to-end suites need.
+bins: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln-sandbox
 
 # kiln, kiln-sandbox (in PREFIX/libexec/kiln) and kiln.nvim into PREFIX, staged under DESTDIR when
 # given; only the two programs are built. The rules are cmake/install.cmake's (docs/install.md).
 PREFIX ?= /usr/local
-install: configure
-	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln-sandbox
+install: bins
 	DESTDIR=$(if $(DESTDIR),$(abspath $(DESTDIR))) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The Debian package (CPack, into BUILD/package/) and the VS Code extension (BUILD/vscode/*.vsix).
-package: configure
-	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln-sandbox
+package: bins
 	cd $(BUILD) && cpack --config CPackConfig.cmake
 	@scripts/vsix.sh $(BUILD)
 
-test: build node-deps
-	@scripts/run-tests.sh $(BUILD)
+# The binaries are built while the downloads run; then run-tests.sh builds the unit tests and the
+# fuzz targets in the background while the suites that need only the binaries run.
+test: deps
+	@mkdir -p $(BUILD)
+	@$(MAKE) --no-print-directory -j2 bins prefetch
+	@scripts/run-tests.sh --overlap-builds $(BUILD)
 
 # Every suite (but fuzz, sanitized on its own) against kiln and kiln-sandbox built with ASan+UBSan
 # (preset "asan", build-asan/); fails on any sanitizer report. ASAN_SUITES="unit e2e" narrows it.
@@ -88,7 +100,7 @@ nvim: build
 vscode: build
 	@scripts/run-tests.sh $(BUILD) vscode
 
-demo: build node-deps
+demo: bins node-deps
 	@KILN_BIN=$(KILN_ABS) node demo/agent.mjs
 
 bench: build node-deps

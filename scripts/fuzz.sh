@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target in fuzz/ (built in build-fuzz/ with clang 19, ASan+UBSan) for a bounded
 # time, after replaying its seeds and the regression inputs of crashes found before.
-#   scripts/fuzz.sh [--short] BUILD_ABS
+#   scripts/fuzz.sh [--short | --build-only] BUILD_ABS
 # --short (make test): ~FUZZ_SECONDS=10 per target; default (make fuzz): FUZZ_SECONDS=120 per target.
+# --build-only: only configure and build the targets (make test starts this early, in the
+# background, and runs --short when the build is done).
 # BUILD_ABS only says where logs go (BUILD_ABS/test-logs/fuzz-*); the fuzzers always build in
 # build-fuzz/. The repo's corpus is never written to: each run fuzzes a copy. Ends like node's spec
 # reporter ("ℹ pass N", "ℹ fail M", "ℹ skipped K"), one test per target.
@@ -10,7 +12,9 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 short=0
+build_only=0
 if [[ ${1:-} == --short ]]; then short=1; shift; fi
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 build_abs=${1:-$root/build}
 mkdir -p "$build_abs/test-logs"
 build_abs=$(cd "$build_abs" && pwd)
@@ -42,6 +46,10 @@ if ! { { [[ -f $fuzz_build/build.ninja ]] || (cd "$root" && cmake --preset fuzz 
   echo "✖ build of the fuzz targets failed (log: $logs/fuzz-build.log)"
   summary 0 1 0
   exit 1
+fi
+if ((build_only)); then
+  echo "fuzz: built ${#targets[@]} targets"
+  exit 0
 fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Runs the test suites against an already built tree and closes with one line for the whole run:
-# "N passed, M failed". Usage: run-tests.sh BUILD [unit] [wire] [e2e] [helper] [security]
-# [robustness] [fuzz] [conformance] [nvim] [vscode] [install]   (default: all)
+# "N passed, M failed". Usage: run-tests.sh [--overlap-builds] BUILD [unit] [wire] [e2e] [helper]
+# [security] [robustness] [fuzz] [conformance] [nvim] [vscode] [install]   (default: all)
 # Every suite runs even when an earlier one failed; the exit status is non-zero if anything
 # failed or if no test ran at all.
+# --overlap-builds (make test): only kiln and kiln-sandbox are built yet. The unit tests and the
+# clang fuzz targets are built in the background, at the lowest CPU priority, while the suites
+# that need only the binaries run (they mostly wait on processes, sockets and browsers); unit and
+# fuzz run last, once their build is done. On two cores this saves most of a cold build.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+overlap=0
+if [[ ${1:-} == --overlap-builds ]]; then overlap=1; shift; fi
 build=${1:-build}
 shift || true
 suites=("$@")
@@ -21,11 +27,69 @@ mkdir -p "$logs"
 passed=0
 failed=0
 failures=()
+timings=()
+
+# The background builds of --overlap-builds: one chain (unit tests, then the fuzz targets), each
+# step leaving its exit status in $logs/bg-<step>.rc for the suite that waits on it.
+bg_chain=
+bg_steps=
+start_background_builds() {
+  local want_unit=0 want_fuzz=0 s
+  for s in "${suites[@]}"; do
+    [[ $s == unit ]] && want_unit=1
+    [[ $s == fuzz ]] && want_fuzz=1
+  done
+  rm -f "$logs"/bg-unit.rc "$logs"/bg-fuzz.rc
+  bg_steps=""
+  ((want_unit)) && bg_steps+=" unit"
+  ((want_fuzz)) && bg_steps+=" fuzz"
+  (
+    if ((want_unit)); then
+      nice -n 19 cmake --build "$build_abs" -j "${JOBS:-2}" >"$logs/build-unit.log" 2>&1
+      echo $? >"$logs/bg-unit.rc"
+    fi
+    if ((want_fuzz)); then
+      nice -n 19 "$root/scripts/fuzz.sh" --build-only "$build_abs" >"$logs/build-fuzz.log" 2>&1
+      echo $? >"$logs/bg-fuzz.rc"
+    fi
+  ) &
+  bg_chain=$!
+  echo "run-tests: building the unit tests and the fuzz targets in the background (logs: $logs/build-unit.log, build-fuzz.log)"
+}
+stop_background_builds() {
+  [[ -n $bg_chain ]] && kill -0 "$bg_chain" 2>/dev/null && pkill -TERM -P "$bg_chain" 2>/dev/null
+  return 0
+}
+trap stop_background_builds EXIT
+
+# Waits for a background build step; returns its exit status (0 when there was none).
+wait_background() {
+  local step=$1
+  ((overlap)) || return 0
+  [[ " $bg_steps " == *" $step "* ]] || return 0
+  echo "run-tests: waiting for the background $step build"
+  while [[ ! -f $logs/bg-$step.rc ]]; do
+    kill -0 "$bg_chain" 2>/dev/null || break
+    sleep 2
+  done
+  local rc
+  rc=$(cat "$logs/bg-$step.rc" 2>/dev/null || echo 1)
+  if ((rc != 0)); then
+    tail -40 "$logs/build-$step.log"
+    echo "run-tests: the background $step build failed (exit $rc; log $logs/build-$step.log)"
+  fi
+  return "$rc"
+}
 
 # ctest prints "NN% tests passed, F tests failed out of T".
 run_unit() {
   local log="$logs/unit.log"
   echo "== unit tests (ctest) =="
+  if ! wait_background unit; then
+    failed=$((failed + 1))
+    failures+=("unit (build failed)")
+    return
+  fi
   ctest --test-dir "$build_abs" --output-on-failure 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local line total fail
@@ -219,7 +283,20 @@ run_script() {
   fi
 }
 
+if ((overlap)); then
+  # The suites that need only kiln and kiln-sandbox first; then unit (its build done), install
+  # (which runs ninja in the same build folder, so never beside the background build), fuzz.
+  ordered=()
+  for s in "${suites[@]}"; do [[ $s == unit || $s == install || $s == fuzz ]] || ordered+=("$s"); done
+  for late in unit install fuzz; do
+    for s in "${suites[@]}"; do [[ $s == "$late" ]] && ordered+=("$s"); done
+  done
+  suites=("${ordered[@]}")
+  start_background_builds
+fi
+
 for s in "${suites[@]}"; do
+  suite_start=$SECONDS
   case $s in
     unit) run_unit ;;
     wire) run_node wire wire ;;
@@ -230,7 +307,7 @@ for s in "${suites[@]}"; do
     # sessions, wrk during publishes): tests/robustness/, node:test files.
     robustness) run_node robustness robustness ;;
     # A short libFuzzer run of every target in fuzz/ (clang, ASan+UBSan), corpus replay included.
-    fuzz) run_script fuzz scripts/fuzz.sh --short "$build_abs" ;;
+    fuzz) wait_background fuzz; run_script fuzz scripts/fuzz.sh --short "$build_abs" ;;
     # The official MCP conformance suite and the Inspector CLI (tests/conformance/, their own
     # npm folder with Node 22): node:test files, one test per scenario.
     conformance) run_node conformance conformance ;;
@@ -241,11 +318,15 @@ for s in "${suites[@]}"; do
     # end to end in code-server driven by Chromium.
     vscode) run_script vscode tests/editors/vscode/run.sh "$build_abs" ;;
     # make install (DESTDIR, PREFIX=/usr) and make package (.deb, .vsix): what they install runs.
-    install) run_script install tests/install/check.sh "$build_abs" ;;
+    install) wait_background unit; run_script install tests/install/check.sh "$build_abs" ;;
     *) echo "run-tests: unknown suite '$s'" >&2; exit 2 ;;
   esac
+  timings+=("$s $((SECONDS - suite_start))s")
+  echo "== $s: $((SECONDS - suite_start)) s =="
   echo
 done
+
+echo "suite times: ${timings[*]} (total $SECONDS s)"
 
 if ((${#failures[@]})); then
   echo "failed suites: ${failures[*]} (logs in $logs)"
