@@ -1,6 +1,7 @@
 // secure_state_dir: create, check the owner, narrow the mode (see state_dir.h for why).
 #include "workspace/state_dir.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -66,6 +68,29 @@ Result<void> check_ancestors(const std::filesystem::path& dir) {
   return {};
 }
 
+// Whether the folder open at `dirfd` is Kiln's to narrow: empty (a folder made for Kiln), or
+// already holding one of Kiln's databases or its token (an older Kiln made its state directory
+// with the umask's mode; those are narrowed on upgrade). Anything else is someone else's folder.
+bool is_kiln_state_folder(int dirfd) {
+  static constexpr std::string_view kiln_marks[] = {"kiln.db", "traces.db", "artifacts.db", "mcp-token"};
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return false;
+  }
+  bool empty = true, marked = false;
+  while (auto* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    empty = false;
+    for (auto m : kiln_marks) marked = marked || name == m;
+  }
+  ::closedir(d);
+  return empty || marked;
+}
+
 }  // namespace
 
 Result<std::string> secure_state_dir(const std::string& dir, bool create) {
@@ -114,6 +139,15 @@ Result<std::string> secure_state_dir(const std::string& dir, bool create) {
                             "the tokens, secrets and records Kiln keeps there. Use a directory of your own (set "
                             "KILN_HOME or --state-dir)",
                             real, st.st_uid, ::geteuid()));
+  }
+  // Narrowing the mode is only right for Kiln's own folder: `--state-dir /etc` (or a project
+  // folder) must not make someone else's files unreadable to everyone else.
+  if ((st.st_mode & 077) != 0 && !is_kiln_state_folder(fd)) {
+    ::close(fd);
+    return fail(Errc::io, fmt::format("state directory {} is open to other users (mode {:o}) and is not empty and "
+                                      "holds no Kiln state, so Kiln will not change its mode. Use an empty or new folder for "
+                                      "Kiln's state (KILN_HOME or --state-dir), or make this one 0700 yourself",
+                                      real, st.st_mode & 0777));
   }
   if ((st.st_mode & 077) != 0 && ::fchmod(fd, 0700) != 0) {
     int err = errno;

@@ -11,7 +11,9 @@ namespace kiln::workspace {
 // Creates `dir` (and its parents) if missing (unless `create` is false: a command that only reads
 // leaves a missing directory missing), then insists it is a directory owned by the
 // effective user: one owned by someone else is refused (they could swap any file in it), and a
-// mode that lets others in is narrowed to 0700. Returns the directory's real path.
+// mode that lets others in is narrowed to 0700 when the folder is empty or already holds Kiln's
+// state; a folder open to others that holds anything else (`--state-dir /etc`) is refused and
+// left as it is. Returns the directory's real path.
 Result<std::string> secure_state_dir(const std::string& dir, bool create = true);
 
 }  // namespace kiln::workspace

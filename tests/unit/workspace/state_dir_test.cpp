@@ -57,6 +57,34 @@ TEST_CASE("a state directory open to others is narrowed to 0700") {
   CHECK(mode_of(dir) == 0700);
 }
 
+TEST_CASE("an older Kiln's state directory (mode from the umask) is narrowed to 0700") {
+  Tmp t;
+  std::string dir = t.path + "/state";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+  int fd = ::open((dir + "/kiln.db").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  REQUIRE(secure_state_dir(dir).has_value());
+  CHECK(mode_of(dir) == 0700);
+}
+
+TEST_CASE("a folder open to others that is not Kiln's (--state-dir /etc) is refused and its mode left alone") {
+  Tmp t;
+  std::string dir = t.path + "/etc-like";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+  int fd = ::open((dir + "/passwd").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  auto r = secure_state_dir(dir);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().message.find("will not change its mode") != std::string::npos);
+  CHECK(mode_of(dir) == 0755);
+  CHECK(fs::exists(dir + "/passwd"));
+  CHECK_FALSE(fs::exists(dir + "/kiln.db"));
+}
+
 TEST_CASE("a file as the state directory is refused") {
   Tmp t;
   std::string file = t.path + "/file";
