@@ -1,11 +1,13 @@
 // spdlog set-up and the bridge from spdlog to MCP notifications/message.
 #include "server/logging.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -44,6 +46,8 @@ class ClientBridgeSink final : public spdlog::sinks::base_sink<std::mutex> {
   void flush_() override {}
 };
 
+}  // namespace
+
 spdlog::level::level_enum parse_level(std::string_view level) {
   if (level == "debug" || level == "trace") return spdlog::level::debug;
   if (level == "info" || level == "notice") return spdlog::level::info;
@@ -53,8 +57,6 @@ spdlog::level::level_enum parse_level(std::string_view level) {
   if (level == "off") return spdlog::level::off;
   return spdlog::level::info;
 }
-
-}  // namespace
 
 void init_logging(std::string_view level) {
   auto stderr_sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
@@ -66,6 +68,20 @@ void init_logging(std::string_view level) {
   stderr_sink->set_level(l);
   logger->set_level(spdlog::level::debug);  // the bridge sees debug; stderr filters by `level`
   spdlog::set_default_logger(logger);
+}
+
+void init_file_logging(const std::string& path, std::string_view level) {
+  try {
+    auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(path, 10 << 20, 3);
+    sink->set_pattern("kiln %Y-%m-%dT%H:%M:%S.%e %l: %v");
+    auto logger = std::make_shared<spdlog::logger>("kiln", sink);
+    logger->set_level(parse_level(level));
+    logger->flush_on(spdlog::level::warn);
+    spdlog::set_default_logger(logger);
+    spdlog::flush_every(std::chrono::seconds(1));
+  } catch (const spdlog::spdlog_ex& e) {
+    spdlog::warn("serve: cannot log to {} ({}); logging to stderr", path, e.what());
+  }
 }
 
 int add_client_log_sink(ClientLogSink sink) {
