@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
 #include "core/path_nesting.h"
 
 #include "sandbox/manager.h"
@@ -32,15 +33,6 @@ namespace {
 
 using nlohmann::json;
 namespace sbx = kiln::sandbox;
-
-void write_all(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    s.remove_prefix(std::size_t(n));
-  }
-}
 
 int exit_code_for(const sbx::ExecResult& r) {
   switch (r.stop_reason) {
@@ -187,7 +179,7 @@ int run_command(const RunOptions& o, const std::string& state_dir) {
   std::string cwd_s = cwd.string();
   req.cwd = (cwd_s == root->path() || cwd_s.starts_with(root->path() + "/")) ? cwd_s : root->path();
   req.tail_bytes = 0;
-  req.live_output = [](bool is_err, std::string_view chunk) { write_all(is_err ? 2 : 1, chunk); };
+  req.live_output = [](bool is_err, std::string_view chunk) { (void)write_all(is_err ? 2 : 1, chunk); };
   ExecTraceInfo info;
   info.workspace_id = ws_rec->id;
   info.client = json{{"name", "kiln run"}, {"version", KILN_VERSION}};
