@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "artifacts/artifact_internal.h"
+#include "core/fd_io.h"
 #include "core/owner_tag.h"
 #include "workspace/root.h"
 #include "workspace/state_store.h"
@@ -37,25 +38,6 @@ struct Blob {
   std::uint64_t size = 0;
   bool is_new = false;
 };
-
-bool write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= std::size_t(w);
-  }
-  return true;
-}
-
-ssize_t read_some(int fd, char* p, std::size_t n) {
-  for (;;) {
-    ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    return r;
-  }
-}
 
 Error too_large_bytes(const std::string& shown, std::uint64_t max) {
   return Error{Errc::too_large, fmt::format("'{}' holds more than {} MiB; a version holds at most that much: publish "
@@ -82,13 +64,9 @@ class BlobWriter {
     if (std::size_t(st.st_size) <= kInMemoryMax) {
       std::string data;
       data.resize(kInMemoryMax + 1);
-      std::size_t got = 0;
-      while (got < data.size()) {
-        ssize_t n = read_some(fd, data.data() + got, data.size() - got);
-        if (n < 0) return fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno)));
-        if (n == 0) break;
-        got += std::size_t(n);
-      }
+      ssize_t full = read_full(fd, data.data(), data.size());
+      if (full < 0) return fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno)));
+      std::size_t got = std::size_t(full);
       if (got <= kInMemoryMax) {  // else it grew while read: take the streaming path from the start
         data.resize(got);
         if (got > budget) return std::unexpected(too_large_bytes(max_shown, max));

@@ -12,6 +12,7 @@
 
 #include "cli/local_workspace.h"
 #include "cli/process_setup.h"
+#include "core/fd_io.h"
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
 #include "server/principal.h"
@@ -25,15 +26,6 @@ namespace {
 using nlohmann::json;
 using server::local_principal;
 namespace sbx = kiln::sandbox;
-
-void write_all(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    s.remove_prefix(std::size_t(n));
-  }
-}
 
 int exit_code_for(const sbx::ExecResult& r) {
   switch (r.stop_reason) {
@@ -127,6 +119,7 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   req.live_output = [](bool is_err, std::string_view chunk) { write_all(is_err ? 2 : 1, chunk); };
   server::ExecTraceInfo info;
   info.workspace_id = ws_rec.id;
+#include "core/fd_io.h"
   info.client = json{{"name", "kiln run"}, {"version", KILN_VERSION}};
   info.principal = local_principal();
   info.policy = server::policy_json(*policy);

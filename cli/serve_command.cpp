@@ -54,26 +54,6 @@ std::string utc_now() {
   return buf;
 }
 
-// The daemon logs one line per request: buffer them and flush each second (and at once for
-// warnings) rather than a write(2) per line, and rotate (3 x 10 MiB) so a busy server's log stays
-// bounded.
-void daemon_logging(const std::string& state_dir, const std::string& level) {
-  try {
-    auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(state_dir + "/serve.log", 10 << 20, 3);
-    sink->set_pattern("kiln %Y-%m-%dT%H:%M:%S.%e %l: %v");
-    auto logger = std::make_shared<spdlog::logger>("kiln", sink);
-    logger->set_level(level == "debug" ? spdlog::level::debug
-                      : level == "warning" || level == "warn" ? spdlog::level::warn
-                      : level == "error" ? spdlog::level::err
-                                         : spdlog::level::info);
-    logger->flush_on(spdlog::level::warn);
-    spdlog::set_default_logger(logger);
-    spdlog::flush_every(std::chrono::seconds(1));
-  } catch (const spdlog::spdlog_ex& e) {
-    spdlog::warn("serve: cannot log to {}/serve.log ({}); logging to stderr", state_dir, e.what());
-  }
-}
-
 std::string url_host(const std::string& host) {
   if (host == "0.0.0.0") return "127.0.0.1";
   if (host == "::") return "[::1]";
@@ -94,7 +74,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
   // main() has already made it ours and 0700 (workspace::secure_state_dir); this is its real path.
   char real[PATH_MAX];
   std::string state_dir = ::realpath(state_dir_in.c_str(), real) ? std::string(real) : state_dir_in;
-  if (options.daemon) daemon_logging(state_dir, options.log_level);
+  if (options.daemon) init_file_logging(state_dir + "/serve.log", options.log_level);
 
   auto store = artifacts::ArtifactStore::open(state_dir);
   if (!store) {

@@ -6,34 +6,25 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <limits>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 
+#include "core/proc_stat.h"
+
 namespace kiln {
 
-// Field 22 of /proc/<pid>/stat, the start time in clock ticks since boot; empty when the process
-// is gone or a zombie (which will never touch what it named).
-inline std::string process_start_time(long pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return {};
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && (in >> field); ++i) {
-    if (i == 3 && (field == "Z" || field == "X")) return {};
-    if (i == 22) return field;
-  }
-  return {};
+// The start time as the tag spells it ("" when the process is gone or a zombie).
+inline std::string start_time_text(long pid) {
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return {};
+  auto t = process_start_time(static_cast<pid_t>(pid));
+  return t ? std::to_string(*t) : std::string();
 }
 
 // "o<pid>-<start time>" of this process.
 inline const std::string& owner_tag() {
-  static const std::string tag = "o" + std::to_string(::getpid()) + "-" + process_start_time(::getpid());
+  static const std::string tag = "o" + std::to_string(::getpid()) + "-" + start_time_text(::getpid());
   return tag;
 }
 
@@ -50,7 +41,7 @@ inline std::optional<bool> tagged_owner_alive(std::string_view name) {
     start = start.substr(0, start.find('.'));
     long pid = std::strtol(std::string(rest.substr(0, dash)).c_str(), nullptr, 10);
     if (!digits(start) || pid <= 0) continue;
-    return process_start_time(pid) == start;
+    return start_time_text(pid) == start;
   }
   return std::nullopt;
 }

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
 #include "core/owner_tag.h"
 
 namespace kiln::sandbox {
@@ -85,9 +86,7 @@ std::string read_small_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
   std::string out;
-  char buf[8192];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 && out.size() < (1u << 20)) out.append(buf, std::size_t(n));
+  (void)read_all(fd, out, 1u << 20);  // a longer file (or a read error) leaves what came before
   ::close(fd);
   return out;
 }

@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
+#include "core/unique_fd.h"
 #include "sandbox/spawn.h"
 
 namespace kiln::sandbox {
@@ -21,16 +23,6 @@ namespace kiln::sandbox {
 using nlohmann::json;
 
 namespace {
-
-struct Fd {
-  int fd = -1;
-  ~Fd() { reset(); }
-  void reset() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  int release() { return std::exchange(fd, -1); }
-};
 
 std::string errno_name(int e) {
   switch (e) {
@@ -73,22 +65,22 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
                                  std::chrono::milliseconds timeout) {
   auto t0 = std::chrono::steady_clock::now();
   int p[2];
-  Fd spec_r, spec_w, status_r, status_w, ctl_ours, ctl_theirs;
+  UniqueFd spec_r, spec_w, status_r, status_w, ctl_ours, ctl_theirs;
   if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
-  spec_r.fd = p[0];
-  spec_w.fd = p[1];
+  spec_r.reset(p[0]);
+  spec_w.reset(p[1]);
   if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
-  status_r.fd = p[0];
-  status_w.fd = p[1];
+  status_r.reset(p[0]);
+  status_w.reset(p[1]);
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) != 0)
     return fail(Errc::io, fmt::format("socketpair: {}", std::strerror(errno)));
-  ctl_ours.fd = p[0];
-  ctl_theirs.fd = p[1];
+  ctl_ours.reset(p[0]);
+  ctl_theirs.reset(p[1]);
 
   SpawnSpec s;
   s.path = helper_path;
   s.argv = {helper_path, "--spec-fd", "3", "--status-fd", "4", "--control-fd", "5"};
-  s.fds = {{3, spec_r.fd}, {4, status_w.fd}, {5, ctl_theirs.fd}};
+  s.fds = {{3, spec_r.get()}, {4, status_w.get()}, {5, ctl_theirs.get()}};
   // The helper's environment is not the sandbox's; it needs none of ours.
   s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
 #if defined(__SANITIZE_ADDRESS__)
@@ -112,13 +104,7 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
   HelperStart out;
   out.pid = *pid;
   std::string text = spec.dump();
-  std::size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(spec_w.fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the helper died early; its status fd says why
-    off += std::size_t(n);
-  }
+  (void)write_all(spec_w.get(), text);  // a failure means the helper died early; its status fd says why
   spec_w.reset();
 
   std::string buf;
@@ -138,13 +124,12 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
                               "overloaded or the helper stuck",
                               timeout.count(), fmt::join(done, ", ")));
     }
-    pollfd pfd{status_r.fd, POLLIN, 0};
+    pollfd pfd{status_r.get(), POLLIN, 0};
     int pr = ::poll(&pfd, 1, int(std::min<long>(left.count(), 50)));
     if (pr < 0 && errno != EINTR) break;
     if (pr <= 0) continue;
     char chunk[4096];
-    ssize_t n = ::read(status_r.fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = read_some(status_r.get(), chunk, sizeof chunk);
     if (n <= 0) break;  // status closed: ready (already seen) or the helper died
     buf.append(chunk, std::size_t(n));
     std::size_t nl;
@@ -176,8 +161,8 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
                             "{}). Nothing ran.",
                             how, fmt::join(done, ", ")));
   }
-  int fl = ::fcntl(ctl_ours.fd, F_GETFL);
-  ::fcntl(ctl_ours.fd, F_SETFL, fl | O_NONBLOCK);
+  int fl = ::fcntl(ctl_ours.get(), F_GETFL);
+  ::fcntl(ctl_ours.get(), F_SETFL, fl | O_NONBLOCK);
   out.control_fd = ctl_ours.release();
   out.pidfd = open_pidfd(out.pid);
   out.steps = std::move(done);

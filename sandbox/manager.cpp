@@ -244,18 +244,6 @@ Result<void> SandboxManager::finalize_policy(SandboxPolicy& p) const {
   return {};
 }
 
-json SandboxManager::host_report() const {
-  const auto& cg = impl_->cg;
-  json bases = json::object();
-  for (const auto& [k, v] : cg.bases) bases[k] = v;
-  return json{{"cgroups", cg.version == CgroupVersion::none ? "none" : cg_name(cg)},
-              {"cgroup_bases", bases},
-              {"cgroup_note", cg.why_none},
-              {"helper", impl_->opt.helper_path},
-              {"helper_present", ::access(impl_->opt.helper_path.c_str(), X_OK) == 0},
-              {"allow_unsandboxed", impl_->opt.allow_unsandboxed}};
-}
-
 Result<HostBudget::Lease> SandboxManager::Impl::admit(const SandboxPolicy& policy, Admission how,
                                                       std::stop_token stop) {
   // A limit left unset is counted at the default a cgroup would get: unlimited must not mean free.
@@ -622,20 +610,10 @@ json SandboxManager::list(const std::string& owner, const std::string& workspace
   return out;
 }
 
-std::string SandboxManager::workspace_of_sandbox(const std::string& owner, const std::string& id) const {
-  auto sb = impl_->find_sandbox_of(id, owner);
-  return sb ? sb->policy.workspace_id : std::string();
-}
-
 std::optional<SandboxPolicy> SandboxManager::policy_of(const std::string& owner, const std::string& id) const {
   auto sb = impl_->find_sandbox_of(id, owner);
   if (!sb || sb->closing) return std::nullopt;
   return sb->policy;
-}
-
-std::string SandboxManager::workspace_of_run(const std::string& owner, const std::string& id) const {
-  auto run = impl_->find_run_of(id, owner);
-  return run ? run->workspace_id : std::string();
 }
 
 std::string SandboxManager::redact(std::string_view text) const {

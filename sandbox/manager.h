@@ -68,9 +68,6 @@ class SandboxManager {
   // The owner's live sandboxes (optionally of one workspace) with their processes.
   nlohmann::json list(const std::string& owner, const std::string& workspace_id = {}) const;
   Result<CleanupReport> destroy(const std::string& owner, const std::string& sandbox_id);
-  // The workspace a sandbox belongs to (for checks in tool handlers); empty if unknown.
-  std::string workspace_of_sandbox(const std::string& owner, const std::string& sandbox_id) const;
-  std::string workspace_of_run(const std::string& owner, const std::string& run_id) const;
   // The policy a live sandbox was created with (secret values are not part of it).
   std::optional<SandboxPolicy> policy_of(const std::string& owner, const std::string& sandbox_id) const;
 
@@ -78,8 +75,6 @@ class SandboxManager {
   std::string redact(std::string_view text) const;
   void redact_json(nlohmann::json& j) const;
 
-  // What isolation the host offers (cgroups, helper present), for reports and `kiln run`.
-  nlohmann::json host_report() const;
   const ManagerOptions& options() const;
 
   // Kills and cleans every sandbox (server shutdown).

@@ -67,7 +67,6 @@ struct Sandbox {
 struct Run {
   std::string id;
   std::string sandbox_id;
-  std::string workspace_id;
   std::string owner;  // the sandbox's owner (its policy's), see SandboxPolicy::owner
   std::weak_ptr<Sandbox> sandbox;
   std::shared_ptr<const Redactor> redactor;
@@ -183,7 +182,6 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   void watch_helper_exit(const std::shared_ptr<Sandbox>& sb);
   void handle_message(const std::shared_ptr<Sandbox>& sb, const nlohmann::json& m);
   void helper_lost(const std::shared_ptr<Sandbox>& sb);
-  void start_in_io(const std::shared_ptr<Sandbox>& sb, const std::shared_ptr<Run>& run, std::vector<int> fds);
   void read_pipe(const std::shared_ptr<Run>& run, bool is_err);
   void on_output(const std::shared_ptr<Run>& run, bool is_err, std::string_view data);
   void terminate(const std::shared_ptr<Run>& run, StopReason why, int sig = 9);

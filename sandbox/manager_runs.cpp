@@ -17,6 +17,8 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
+#include "core/unique_fd.h"
 #include "sandbox/helper_link.h"
 #include "sandbox/manager_impl.h"
 #include "sandbox/policy.h"
@@ -33,24 +35,6 @@ constexpr std::size_t kMaxProgressPending = 64 * 1024;
 constexpr std::size_t kMaxFinishedRuns = 1000;
 constexpr auto kDrainAfterExit = std::chrono::milliseconds(150);
 
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd >= 0) ::close(fd);
-      fd = std::exchange(o.fd, -1);
-    }
-    return *this;
-  }
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  int release() { return std::exchange(fd, -1); }
-};
-
 // HOME (/tmp/home) lives on the sandbox's private /tmp, which starts empty: make it on first use.
 // `[ -d ]` is a shell builtin, so the common case costs nothing.
 constexpr const char* kHomePrefix = "[ -d \"$HOME\" ] || mkdir -p \"$HOME\" 2>/dev/null; ";
@@ -63,7 +47,6 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   auto run = std::make_shared<Run>();
   run->id = random_id("run_", 10);
   run->sandbox_id = sb->id;
-  run->workspace_id = sb->policy.workspace_id;
   run->owner = sb->policy.owner;
   run->sandbox = sb;
   run->redactor = sb->redactor;
@@ -104,26 +87,26 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
 
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
-  Fd out_r(p[0]), out_w(p[1]);
+  UniqueFd out_r(p[0]), out_w(p[1]);
   if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
-  Fd err_r(p[0]), err_w(p[1]);
-  Fd in_r, in_w;
+  UniqueFd err_r(p[0]), err_w(p[1]);
+  UniqueFd in_r, in_w;
   if (req.stdin_data || req.background) {
     if (::pipe2(p, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
-    in_r = Fd(p[0]);
-    in_w = Fd(p[1]);
-    ::fcntl(in_w.fd, F_SETFL, ::fcntl(in_w.fd, F_GETFL) | O_NONBLOCK);
+    in_r = UniqueFd(p[0]);
+    in_w = UniqueFd(p[1]);
+    ::fcntl(in_w.get(), F_SETFL, ::fcntl(in_w.get(), F_GETFL) | O_NONBLOCK);
     // Writing to a command that exited must fail with EPIPE, not kill the server.
     ::signal(SIGPIPE, SIG_IGN);
   } else {
-    in_r = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    in_r = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   }
 
   // A per-exec group in session sandboxes, so a timeout or kill reaches every process of this
   // exec (setsid and double forks included) and nothing of the others.
-  Fd cg_fd;
+  UniqueFd cg_fd;
   std::vector<int> cg_procs;  // unsandboxed: cgroup.procs files the child joins
-  std::vector<Fd> cg_keep;
+  std::vector<UniqueFd> cg_keep;
   if (sb->cg && (!sb->fresh || sb->unsandboxed)) {
     std::optional<CgroupSet> pooled;
     if (!sb->unsandboxed) {
@@ -149,14 +132,14 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
         }
         files.push_back(run->cg->kill_dir() + "/cgroup.procs");
         for (const auto& f : files) {
-          Fd fd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
-          if (fd.fd >= 0) {
-            cg_procs.push_back(fd.fd);
+          UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
+          if (fd.get() >= 0) {
+            cg_procs.push_back(fd.get());
             cg_keep.push_back(std::move(fd));
           }
         }
       } else {
-        cg_fd = Fd(::open(run->cg->kill_dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        cg_fd = UniqueFd(::open(run->cg->kill_dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       }
     }
   }
@@ -199,7 +182,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       s.path = "/bin/sh";
       s.argv = argv;
       s.env = env_strings(env);
-      s.fds = {{0, in_r.fd}, {1, out_w.fd}, {2, err_w.fd}};
+      s.fds = {{0, in_r.get()}, {1, out_w.get()}, {2, err_w.get()}};
       s.cwd = run->req.cwd;
       s.setsid = true;
       s.pdeathsig = true;
@@ -253,8 +236,8 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       if (auto h = env.find("HOME"); h != env.end() && h->second.size() > 1 && h->second[0] == '/' &&
                                      h->second.size() < 4096 && h->second.find('\0') == std::string::npos)
         m["home"] = h->second;
-      std::vector<int> fds = {in_r.fd, out_w.fd, err_w.fd};
-      if (cg_fd.fd >= 0) fds.push_back(cg_fd.fd);
+      std::vector<int> fds = {in_r.get(), out_w.get(), err_w.get()};
+      if (cg_fd.get() >= 0) fds.push_back(cg_fd.get());
       if (!send_control(sb->control_fd, m, fds)) {
         sb->execs.erase(run->exec_id);
         *setup_error = Error{Errc::io, fmt::format("sandbox {} stopped answering (its helper is gone)", sb->id)};
@@ -772,12 +755,11 @@ Result<std::size_t> SandboxManager::input(const std::string& owner, const std::s
   std::size_t written = 0;
   auto deadline = Clock::now() + std::chrono::seconds(5);
   while (written < data.size()) {
-    ssize_t n = ::write(run->stdin_fd, data.data() + written, data.size() - written);
+    ssize_t n = write_some(run->stdin_fd, data.data() + written, data.size() - written);
     if (n > 0) {
       written += std::size_t(n);
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN && Clock::now() < deadline && !run->finished) {
       pollfd p{run->stdin_fd, POLLOUT, 0};
       ::poll(&p, 1, 20);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/fd_io.h"
+
 namespace kiln::sandbox {
 
 namespace {
@@ -67,31 +69,17 @@ std::size_t utf8_incomplete_tail(std::string_view text) {
 }
 
 OutputSpool::OutputSpool(std::string path, std::size_t tail_keep) : path_(std::move(path)), tail_keep_(tail_keep) {
-  if (!path_.empty()) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-}
-
-OutputSpool::~OutputSpool() {
-  if (fd_ >= 0) ::close(fd_);
+  if (!path_.empty()) fd_.reset(::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
 }
 
 void OutputSpool::append(std::string_view data) {
   std::lock_guard lock(mu_);
-  if (fd_ >= 0) {
-    std::size_t off = 0;
-    while (off < data.size()) {
-      ssize_t n = ::pwrite(fd_, data.data() + off, data.size() - off, off_t(total_ + off));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        // Disk full or gone: keep the tail in memory only, and give the space back (the file is
-        // cut to nothing) so the run's record can still be written; the caller reports it.
-        write_error_ = n < 0 ? errno : EIO;
-        if (write_error_ == ENOSPC || write_error_ == EDQUOT) (void)::ftruncate(fd_, 0);
-        ::close(fd_);
-        fd_ = -1;
-        break;
-      }
-      off += std::size_t(n);
-    }
+  if (fd_ && !pwrite_all(fd_.get(), data.data(), data.size(), off_t(total_))) {
+    // Disk full or gone: keep the tail in memory only, and give the space back (the file is cut
+    // to nothing) so the run's record can still be written; the caller reports it.
+    write_error_ = errno;
+    if (write_error_ == ENOSPC || write_error_ == EDQUOT) (void)::ftruncate(fd_.get(), 0);
+    fd_.reset();
   }
   total_ += data.size();
   if (tail_keep_ == 0) return;
@@ -144,19 +132,13 @@ std::string OutputSpool::read(std::uint64_t offset, std::size_t limit) const {
   std::size_t want = std::size_t(std::min<std::uint64_t>(limit, total_ - offset));
   const std::uint64_t tail_start = total_ - tail_.size();
   if (offset >= tail_start) return tail_.substr(std::size_t(offset - tail_start), want);
-  if (fd_ < 0) {
+  if (!fd_) {
     // The file is gone (disk full): only what the tail still holds can be served.
     return {};
   }
   std::string out(want, '\0');
-  std::size_t got = 0;
-  while (got < want) {
-    ssize_t n = ::pread(fd_, out.data() + got, want - got, off_t(offset + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += std::size_t(n);
-  }
-  out.resize(got);
+  ssize_t got = pread_full(fd_.get(), out.data(), want, off_t(offset));
+  out.resize(got < 0 ? 0 : std::size_t(got));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 #include "sandbox/types.h"
 
 namespace kiln::sandbox {
@@ -24,7 +25,6 @@ class OutputSpool {
  public:
   // `path` empty: memory tail only (used when the state dir is not writable).
   OutputSpool(std::string path, std::size_t tail_keep);
-  ~OutputSpool();
   OutputSpool(const OutputSpool&) = delete;
   OutputSpool& operator=(const OutputSpool&) = delete;
 
@@ -44,7 +44,7 @@ class OutputSpool {
  private:
   mutable std::mutex mu_;
   std::string path_;
-  int fd_ = -1;
+  UniqueFd fd_;
   std::size_t tail_keep_;
   std::string tail_;          // the last bytes, at most 2 * tail_keep_
   std::uint64_t total_ = 0;

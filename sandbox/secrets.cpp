@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
+
 namespace kiln::sandbox {
 
 bool valid_secret_name(const std::string& name) {
@@ -32,17 +34,11 @@ Result<void> SecretStore::set(const std::string& name, const std::string& value)
   std::string tmp = fmt::format("{}/.{}.tmp{}", dir_, name, ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return fail(Errc::io, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  std::size_t off = 0;
-  while (off < value.size()) {
-    ssize_t n = ::write(fd, value.data() + off, value.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return fail(Errc::io, fmt::format("cannot write secret {}: {}", name, std::strerror(err)));
-    }
-    off += std::size_t(n);
+  if (!write_all(fd, value)) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return fail(Errc::io, fmt::format("cannot write secret {}: {}", name, std::strerror(err)));
   }
   ::fchmod(fd, 0600);
   ::fsync(fd);
@@ -95,10 +91,10 @@ Result<std::map<std::string, std::string>> SecretStore::resolve(const std::vecto
                               name, name, name));
     }
     std::string value;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) value.append(buf, std::size_t(n));
+    bool read_ok = read_all(fd, value, value.max_size());
+    int err = errno;
     ::close(fd);
+    if (!read_ok) return fail(Errc::io, fmt::format("cannot read secret {}: {}", name, std::strerror(err)));
     if (value.empty()) return fail(Errc::invalid_argument, fmt::format("secret {} is empty: set it again", name));
     out[name] = std::move(value);
   }

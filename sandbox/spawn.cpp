@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
+
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -121,9 +123,7 @@ Result<pid_t> spawn_process(const SpawnSpec& spec) {
     return fail(Errc::io, fmt::format("cannot start {}: {}", spec.path, std::strerror(fork_err)));
   }
   int child_err = 0;
-  ssize_t n;
-  do n = ::read(errpipe[0], &child_err, sizeof child_err);
-  while (n < 0 && errno == EINTR);
+  ssize_t n = read_some(errpipe[0], &child_err, sizeof child_err);
   ::close(errpipe[0]);
   if (n == ssize_t(sizeof child_err)) {
     int status;

@@ -1,11 +1,13 @@
 // spdlog set-up and the bridge from spdlog to MCP notifications/message.
 #include "server/logging.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -71,6 +73,20 @@ void init_logging(std::string_view level) {
   stderr_sink->set_level(l);
   logger->set_level(spdlog::level::debug);  // the bridge sees debug; stderr filters by `level`
   spdlog::set_default_logger(logger);
+}
+
+void init_file_logging(const std::string& path, std::string_view level) {
+  try {
+    auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(path, 10 << 20, 3);
+    sink->set_pattern("kiln %Y-%m-%dT%H:%M:%S.%e %l: %v");
+    auto logger = std::make_shared<spdlog::logger>("kiln", sink);
+    logger->set_level(parse_level(level).value_or(spdlog::level::info));
+    logger->flush_on(spdlog::level::warn);
+    spdlog::set_default_logger(logger);
+    spdlog::flush_every(std::chrono::seconds(1));
+  } catch (const spdlog::spdlog_ex& e) {
+    spdlog::warn("serve: cannot log to {} ({}); logging to stderr", path, e.what());
+  }
 }
 
 int add_client_log_sink(ClientLogSink sink) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include <spdlog/common.h>
@@ -18,8 +19,12 @@ std::span<const std::string_view> log_level_names();
 // for anything else.
 std::optional<spdlog::level::level_enum> parse_level(std::string_view level);
 
-// Sets up the stderr logger; `level` is an MCP/RFC 5424 level name or spdlog name.
+// Sets up the stderr logger; `level` is a name parse_level takes (an unknown one is info).
 void init_logging(std::string_view level);
+
+// The daemon's logger: a rotating file (3 x 10 MiB) flushed each second and at once for warnings,
+// rather than a write(2) per request line; stays on stderr when the file cannot be opened.
+void init_file_logging(const std::string& path, std::string_view level);
 
 using ClientLogSink = std::function<void(std::string_view mcp_level, std::string_view text)>;
 int add_client_log_sink(ClientLogSink sink);

@@ -10,6 +10,7 @@
 
 #include <sodium.h>
 
+#include "core/fd_io.h"
 #include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/mcp_params.h"
@@ -188,14 +189,8 @@ MethodResult resources_read(MethodEnv& env, const json& params) {
   }
   std::string data;
   data.resize(std::size_t(st.st_size));
-  std::size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd->get(), data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += std::size_t(n);
-  }
-  data.resize(got);
+  ssize_t got = read_full(fd->get(), data.data(), data.size());
+  data.resize(got < 0 ? 0 : std::size_t(got));
   json content = {{"uri", p->uri}};
   std::string_view mime = mime_type_for(target->rel);
   if (valid_utf8(data)) {

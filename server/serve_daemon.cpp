@@ -27,6 +27,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/proc_stat.h"
+#include "core/unique_fd.h"
+
 namespace kiln::server {
 namespace {
 
@@ -38,23 +41,10 @@ std::string canonical(const std::string& dir) {
   return ::realpath(dir.c_str(), buf) ? std::string(buf) : dir;
 }
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 bool pid_alive(long pid) {
   if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return pid > 0 && errno == EPERM;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  std::getline(stat, line);
-  auto paren = line.rfind(')');
-  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+  auto stat = read_proc_stat(static_cast<pid_t>(pid));
+  return !stat || !stat->gone();
 }
 
 // "http://HOST:PORT" -> host, port (IPv6 in brackets).
@@ -79,26 +69,26 @@ std::optional<std::string> http_get(const std::string& url, const std::string& p
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* ai = nullptr;
   if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai) != 0 || !ai) return std::nullopt;
-  Fd s(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  int rc = s.fd < 0 ? -1 : ::connect(s.fd, ai->ai_addr, ai->ai_addrlen);
+  UniqueFd s(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  int rc = s.get() < 0 ? -1 : ::connect(s.get(), ai->ai_addr, ai->ai_addrlen);
   ::freeaddrinfo(ai);
-  if (s.fd < 0 || (rc != 0 && errno != EINPROGRESS)) return std::nullopt;
+  if (s.get() < 0 || (rc != 0 && errno != EINPROGRESS)) return std::nullopt;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   auto wait = [&](short events) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
-    pollfd p{s.fd, events, 0};
+    pollfd p{s.get(), events, 0};
     return ::poll(&p, 1, static_cast<int>(left.count())) == 1;
   };
   if (rc != 0) {
     int err = 0;
     socklen_t len = sizeof err;
-    if (!wait(POLLOUT) || ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return std::nullopt;
+    if (!wait(POLLOUT) || ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return std::nullopt;
   }
   std::string req = fmt::format("GET {} HTTP/1.1\r\nHost: {}:{}\r\nConnection: close\r\n\r\n", path, host, port);
   std::size_t sent = 0;
   while (sent < req.size()) {
-    ssize_t n = ::send(s.fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
+    ssize_t n = ::send(s.get(), req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -110,7 +100,7 @@ std::optional<std::string> http_get(const std::string& url, const std::string& p
   std::string resp;
   char buf[4096];
   while (resp.size() < 65536) {
-    ssize_t n = ::recv(s.fd, buf, sizeof buf, 0);
+    ssize_t n = ::recv(s.get(), buf, sizeof buf, 0);
     if (n > 0) {
       resp.append(buf, static_cast<std::size_t>(n));
     } else if (n == 0) {
@@ -138,10 +128,10 @@ bool port_free(const std::string& listen) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* ai = nullptr;
   if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai) != 0 || !ai) return true;
-  Fd s(::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd s(::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
-  ::setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  bool in_use = ::bind(s.fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno == EADDRINUSE;
+  ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  bool in_use = ::bind(s.get(), ai->ai_addr, ai->ai_addrlen) != 0 && errno == EADDRINUSE;
   ::freeaddrinfo(ai);
   return !in_use;
 }
@@ -167,12 +157,12 @@ Result<long> spawn_daemon(const std::string& state_dir, const std::string& liste
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::string log_path = state_dir + "/serve.log";
-  Fd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  Fd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (devnull.fd < 0 || log.fd < 0) return fail(Errc::io, fmt::format("cannot open {}: {}", log_path, std::strerror(errno)));
+  UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (devnull.get() < 0 || log.get() < 0) return fail(Errc::io, fmt::format("cannot open {}: {}", log_path, std::strerror(errno)));
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return fail(Errc::io, fmt::format("pipe: {}", std::strerror(errno)));
-  Fd rd(pipefd[0]), wr(pipefd[1]);
+  UniqueFd rd(pipefd[0]), wr(pipefd[1]);
   pid_t child = ::fork();
   if (child < 0) return fail(Errc::io, fmt::format("fork: {}", std::strerror(errno)));
   if (child == 0) {
@@ -180,7 +170,7 @@ Result<long> spawn_daemon(const std::string& state_dir, const std::string& liste
     pid_t grandchild = ::fork();
     if (grandchild != 0) {
       long g = grandchild;
-      ssize_t ignored = ::write(wr.fd, &g, sizeof g);
+      ssize_t ignored = ::write(wr.get(), &g, sizeof g);
       (void)ignored;
       ::_exit(grandchild > 0 ? 0 : 1);
     }
@@ -191,9 +181,9 @@ Result<long> spawn_daemon(const std::string& state_dir, const std::string& liste
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) ::sigaction(sig, &dfl, nullptr);
-    ::dup2(devnull.fd, 0);
-    ::dup2(devnull.fd, 1);
-    ::dup2(log.fd, 2);
+    ::dup2(devnull.get(), 0);
+    ::dup2(devnull.get(), 1);
+    ::dup2(log.get(), 2);
     if (::close_range(3, ~0U, 0) != 0) {
       for (int fd = 3; fd < 4096; ++fd) ::close(fd);
     }
@@ -204,10 +194,9 @@ Result<long> spawn_daemon(const std::string& state_dir, const std::string& liste
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  ::close(wr.fd);
-  wr.fd = -1;
+  wr.reset();
   long pid = 0;
-  if (::read(rd.fd, &pid, sizeof pid) != sizeof pid || pid <= 0) {
+  if (read_full(rd.get(), &pid, sizeof pid) != sizeof pid || pid <= 0) {
     return fail(Errc::io, "could not start kiln serve: the second fork failed");
   }
   return pid;
@@ -239,10 +228,10 @@ Result<void> write_serve_info(const std::string& state_dir, const ServeInfo& inf
                    {"state_dir", info.state_dir}};
   std::string tmp = fmt::format("{}/serve.json.tmp.{}", state_dir, ::getpid());
   {
-    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (f.fd < 0) return fail(Errc::io, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+    UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (f.get() < 0) return fail(Errc::io, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
     std::string text = j.dump(2) + "\n";
-    if (::write(f.fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    if (!write_all(f.get(), text)) {
       ::unlink(tmp.c_str());
       return fail(Errc::io, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
     }
@@ -270,9 +259,9 @@ bool serve_answers(const std::string& url, const std::string& state_dir, int tim
 Result<std::string> ensure_serve_running(const std::string& state_dir_in) {
   ::mkdir(state_dir_in.c_str(), 0700);
   std::string state_dir = canonical(state_dir_in);
-  Fd lock(::open((state_dir + "/serve.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (lock.fd < 0) return fail(Errc::io, fmt::format("cannot open {}/serve.lock: {}", state_dir, std::strerror(errno)));
-  while (::flock(lock.fd, LOCK_EX) != 0) {
+  UniqueFd lock(::open((state_dir + "/serve.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (lock.get() < 0) return fail(Errc::io, fmt::format("cannot open {}/serve.lock: {}", state_dir, std::strerror(errno)));
+  while (::flock(lock.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return fail(Errc::io, fmt::format("cannot lock {}/serve.lock: {}", state_dir, std::strerror(errno)));
   }
   auto old = read_serve_info(state_dir);

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/fast_exit.h"
+#include "core/fd_io.h"
 #include "protocol/errors.h"
 #include "protocol/framing.h"
 #include "protocol/jsonrpc.h"
@@ -35,18 +36,8 @@ class StdoutOutbound final : public Outbound {
     std::string frame = protocol::encode_frame(protocol::serialize(message), mode_.load());
     std::lock_guard lock(mu_);
     if (broken_) return;
-    const char* p = frame.data();
-    std::size_t left = frame.size();
-    while (left > 0) {
-      ssize_t n = ::write(STDOUT_FILENO, p, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        broken_ = true;  // the client went away; nothing more can be said to it
-        return;
-      }
-      p += n;
-      left -= std::size_t(n);
-    }
+    // A failed write: the client went away; nothing more can be said to it.
+    if (!write_all(STDOUT_FILENO, frame)) broken_ = true;
   }
 
  private:
@@ -111,8 +102,7 @@ int run_stdio(ServerContext& server, const StdioOptions& options) {
     protocol::FrameReader reader(max);
     std::vector<char> buf(1 << 16);
     for (;;) {
-      ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
-      if (n < 0 && errno == EINTR) continue;
+      ssize_t n = read_some(STDIN_FILENO, buf.data(), buf.size());
       if (n <= 0) break;
       reader.feed(std::string_view(buf.data(), std::size_t(n)));
       while (auto frame = reader.next()) {

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
 #include "sandbox/policy.h"
 #include "server/kiln_config.h"
 #include "server/run_tracing.h"
@@ -58,14 +59,9 @@ Result<traces::TestReport> read_report(const workspace::Root& root, const Report
     return fail(Errc::too_large, fmt::format("report {} is {} bytes; reports over {} MiB are not read", rep.path,
                                              st.st_size, kMaxReportBytes >> 20));
   std::string data(std::size_t(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd->get(), data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += std::size_t(n);
-  }
-  data.resize(got);
+  ssize_t got = read_full(fd->get(), data.data(), data.size());
+  if (got < 0) return fail(Errc::io, fmt::format("cannot read report {}: {}", rep.path, std::strerror(errno)));
+  data.resize(std::size_t(got));
   auto parsed = traces::parse_report(rep.format, data);
   if (!parsed) return fail(Errc::invalid_argument, fmt::format("report {}: {}", rep.path, parsed.error().message));
   return parsed;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
 #include "core/path_nesting.h"
 #include "workspace/path_links.h"
 
@@ -87,14 +88,10 @@ LoadedConfig load_config(const workspace::Root& root) {
     return out;
   }
   std::string text;
-  char buf[16384];
-  ssize_t n;
-  while ((n = ::read(fd->get(), buf, sizeof buf)) > 0) {
-    text.append(buf, std::size_t(n));
-    if (text.size() > kMaxConfigBytes) {
-      out.error = "kiln.json: larger than 1 MiB; it is a small configuration file";
-      return out;
-    }
+  if (!read_all(fd->get(), text, kMaxConfigBytes)) {
+    out.error = errno == EFBIG ? "kiln.json: larger than 1 MiB; it is a small configuration file"
+                               : "kiln.json: could not be read (an I/O error)";
+    return out;
   }
   auto parsed = parse_kiln_config(text);
   if (!parsed) {

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
+#include "core/unique_fd.h"
 #include "traces/trace_store.h"
 #include "traces/trace_util.h"
 
@@ -23,37 +25,13 @@ constexpr size_t kMaxSearchedLine = 1 << 20;  // a longer line is searched in it
 constexpr uint64_t kScanBudget = 64ull << 20;
 constexpr size_t kLineCacheMax = 256;
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Reads up to n bytes at off, appending to out; returns bytes read or -1.
 ssize_t pread_append(int fd, std::string& out, size_t n, uint64_t off) {
   size_t old = out.size();
   out.resize(old + n);
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = ::pread(fd, out.data() + old + got, n - got, off_t(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      out.resize(old);
-      return -1;
-    }
-    if (r == 0) break;
-    got += size_t(r);
-  }
-  out.resize(old + got);
-  return ssize_t(got);
+  ssize_t got = pread_full(fd, out.data() + old, n, off_t(off));
+  out.resize(got < 0 ? old : old + size_t(got));
+  return got;
 }
 
 struct Pcre {
@@ -124,7 +102,7 @@ Result<OutputSlice> TraceStore::read_output(const std::string& id, const std::st
   auto path = stream_path(id, stream);
   if (!path) return std::unexpected(path.error());
   OutputSlice s;
-  Fd fd(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd fd(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
   if (fd.get() < 0) {
     // No file: the run wrote nothing to this stream (or has not yet).
@@ -176,7 +154,7 @@ Result<GrepResult> TraceStore::grep_output(const std::string& id, const std::str
   if (auto rec = get(id); rec && *rec) running = (*rec)->status == "running";
 
   GrepResult g;
-  Fd fd(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd fd(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
   if (fd.get() < 0) {
     if (errno != ENOENT) return fail(Errc::io, fmt::format("cannot open {}: {}", *path, std::strerror(errno)));

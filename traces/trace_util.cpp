@@ -10,11 +10,13 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "core/proc_stat.h"
 #include "traces/trace_store.h"
 
 namespace kiln::traces {
@@ -162,24 +164,10 @@ bool valid_trace_id(std::string_view id) {
 }
 
 std::optional<int64_t> process_start_time(int64_t pid) {
-  if (pid <= 0) return std::nullopt;
-  std::string stat = read_first_line(fmt::format("/proc/{}/stat", pid).c_str());
-  // comm (field 2) may hold spaces and parentheses; the fields after the last ')' are plain.
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(stat.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 3 && (field == "Z" || field == "X")) return std::nullopt;
-    if (i == 22) {
-      try {
-        return std::stoll(field);
-      } catch (...) {
-        return std::nullopt;
-      }
-    }
-  }
-  return std::nullopt;
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return std::nullopt;
+  auto t = kiln::process_start_time(pid_t(pid));
+  if (!t) return std::nullopt;
+  return int64_t(*t);
 }
 
 const ProcessIdentity& self_identity() {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "core/fd_io.h"
 #include "workspace/file_ops.h"
 #include "workspace/file_ops_internal.h"
 
@@ -164,11 +165,8 @@ Result<void> read_chunks(int fd, std::string_view client_path, std::uint64_t lim
   char buf[65536];
   std::uint64_t done = 0;
   while (done < limit) {
-    ssize_t n = ::read(fd, buf, static_cast<size_t>(std::min<std::uint64_t>(sizeof buf, limit - done)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return std::unexpected(errno_error(errno, "read", client_path));
-    }
+    ssize_t n = read_some(fd, buf, static_cast<size_t>(std::min<std::uint64_t>(sizeof buf, limit - done)));
+    if (n < 0) return std::unexpected(errno_error(errno, "read", client_path));
     if (n == 0) return {};
     done += static_cast<std::uint64_t>(n);
     if (auto r = sink(std::string_view(buf, static_cast<size_t>(n))); !r) return r;
@@ -242,15 +240,7 @@ Result<void> atomic_replace(const Root::Parent& parent, std::string_view content
     return std::unexpected(errno_error(err, what, client_path));
   };
   if (::fchmod(fd, mode & 07777) != 0) return abandon(errno, "set the mode of");
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return abandon(errno, "write");
-    }
-    done += static_cast<size_t>(n);
-  }
+  if (!write_all(fd, content)) return abandon(errno, "write");
   if (::fsync(fd) != 0) return abandon(errno, "write");
   if (::close(owned.release()) != 0) return abandon(errno, "write");
   if (::renameat(dir, tmp.c_str(), dir, parent.name.c_str()) != 0) return abandon(errno, "replace");

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fd_io.h"
 #include "workspace/file_ops.h"
 #include "workspace/file_ops_internal.h"
 
@@ -158,17 +159,10 @@ Result<ReadResult> read_byte_window(int fd, const ReadRequest& req, std::uint64_
                             req.offset, req.path, size));
   }
   std::string page(static_cast<size_t>(std::min(limit, size - req.offset)), '\0');
-  size_t got = 0;
-  while (got < page.size()) {
-    ssize_t n = ::pread(fd, page.data() + got, page.size() - got, static_cast<off_t>(req.offset + got));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return std::unexpected(detail::errno_error(errno, "read", req.path));
-    }
-    if (n == 0) break;  // it shrank since it was opened
-    got += static_cast<size_t>(n);
-  }
-  page.resize(got);
+  // Fewer bytes than asked for: it shrank since it was opened.
+  ssize_t got = pread_full(fd, page.data(), page.size(), static_cast<off_t>(req.offset));
+  if (got < 0) return std::unexpected(detail::errno_error(errno, "read", req.path));
+  page.resize(static_cast<size_t>(got));
   ReadResult out;
   out.path = std::move(rel);
   out.encoding = Encoding::base64;
@@ -234,11 +228,8 @@ Result<ReadResult> read_file(const Root& root, const ReadRequest& req, std::stop
     }
     if (stop.stop_requested()) return std::unexpected(cancelled(req.path));
     size_t want = static_cast<size_t>(std::min<std::uint64_t>(buf.size(), size_at_open - size));
-    ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(size));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return std::unexpected(detail::errno_error(errno, "read", req.path));
-    }
+    ssize_t n = pread_some(fd, buf.data(), want, static_cast<off_t>(size));
+    if (n < 0) return std::unexpected(detail::errno_error(errno, "read", req.path));
     if (n == 0) {  // it shrank since it was opened
       at_end = true;
       break;

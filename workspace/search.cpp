@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fd_io.h"
 #include "workspace/glob.h"
 #include "workspace/search_matcher.h"
 #include "workspace/search_text.h"
@@ -167,8 +168,7 @@ Scan scan_file(int fd, std::string_view path, const ScanParams& p, Worker& w, st
         eof = true;
         break;
       }
-      ssize_t n = ::read(fd, w.data.get() + len, std::min(limit - len, expected - total_read));
-      if (n < 0 && errno == EINTR) continue;
+      ssize_t n = read_some(fd, w.data.get() + len, std::min(limit - len, expected - total_read));
       if (n <= 0) {
         eof = true;
         break;

@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "core/fd_io.h"
+
 namespace kiln::workspace {
 
 namespace {
@@ -36,14 +38,9 @@ bool read_small_file(int dir_fd, const char* name, std::string& out) {
     return false;
   }
   out.resize(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
+  ssize_t got = read_full(fd, out.data(), out.size());
+  if (got < 0) return false;
+  out.resize(static_cast<size_t>(got));
   return true;
 }
 

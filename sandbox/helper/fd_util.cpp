@@ -12,39 +12,6 @@
 
 namespace kiln::helper {
 
-bool write_all(int fd, const void* data, std::size_t len) {
-  const char* p = static_cast<const char*>(data);
-  while (len > 0) {
-    ssize_t n = ::write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += n;
-    len -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool write_all(int fd, const std::string& s) { return write_all(fd, s.data(), s.size()); }
-
-bool read_all(int fd, std::string& out, std::size_t limit) {
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    if (n == 0) return true;
-    if (out.size() + static_cast<std::size_t>(n) > limit) {
-      errno = EFBIG;
-      return false;
-    }
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-}
-
 static void close_range_compat(unsigned lo, unsigned hi) {
   if (lo > hi) return;
   if (::syscall(SYS_close_range, lo, hi, 0) == 0) return;

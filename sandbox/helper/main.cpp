@@ -18,6 +18,8 @@
 #include "sandbox/helper/status.h"
 
 using namespace kiln::helper;
+using kiln::read_all;
+using kiln::write_all;
 
 namespace {
 

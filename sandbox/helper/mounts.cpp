@@ -3,6 +3,8 @@
 // then made read-only recursively with mount_setattr(2), so no submount stays writable.
 #include "sandbox/helper/mounts.h"
 
+#include "core/open_dir.h"
+#include "core/unique_fd.h"
 #include "sandbox/helper/proc_mask.h"
 
 #include <algorithm>
@@ -30,35 +32,20 @@ struct Entry {
   Kind kind;
 };
 
-struct UniqueFd {
-  int fd = -1;
-  UniqueFd() = default;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() {
-    if (fd >= 0) ::close(fd);
-  }
-  int get() const { return fd; }
-};
-
 // openat2 with RESOLVE_NO_SYMLINKS (kiln passes a path it resolved), then the folder must be the
 // one kiln checked. Run in the sandbox's new mount namespace, so the bind from the descriptor is
 // a bind of a mount of this namespace.
 bool open_workspace(const Spec& spec, UniqueFd& out, StepError& e) {
-  struct {
-    std::uint64_t flags, mode, resolve;
-  } how{O_PATH | O_DIRECTORY | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
-  long fd = ::syscall(SYS_openat2, AT_FDCWD, spec.workspace.c_str(), &how, sizeof how);
-  if (fd < 0 && errno == ENOSYS) fd = ::open(spec.workspace.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open_dir_no_symlinks(spec.workspace.c_str());
   if (fd < 0) {
     if (errno == ELOOP)
       return fail_plain(e, kStep, "the workspace " + spec.workspace + " now has a symbolic link in its path",
                         "it changed after kiln checked it (someone swapped a folder for a link); refusing to mount it");
     return fail_errno(e, kStep, "opening the workspace " + spec.workspace);
   }
-  out.fd = static_cast<int>(fd);
+  out.reset(fd);
   struct stat st {};
-  if (::fstat(out.fd, &st) != 0) return fail_errno(e, kStep, "inspecting the workspace " + spec.workspace);
+  if (::fstat(out.get(), &st) != 0) return fail_errno(e, kStep, "inspecting the workspace " + spec.workspace);
   if (!S_ISDIR(st.st_mode)) return fail_plain(e, kStep, "the workspace " + spec.workspace + " is not a directory");
   if (spec.workspace_identity &&
       (std::uint64_t(st.st_dev) != spec.workspace_dev || std::uint64_t(st.st_ino) != spec.workspace_ino))

@@ -14,68 +14,33 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/proc_stat.h"
+
 namespace kiln::helper {
 
 namespace {
 
-struct ProcInfo {
-  pid_t ppid;
-  pid_t pgrp;
-  pid_t session;
-  bool zombie;
-  std::uint64_t cpu_ticks;  // utime + stime + cutime + cstime
-};
-
-bool read_stat(pid_t pid, ProcInfo& info) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // comm may hold spaces and parentheses: fields start after the last ')'.
-  char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return false;
-  char state = 0;
-  int ppid = 0, pgrp = 0, session = 0;
-  unsigned long long ut = 0, st = 0;
-  long long cut = 0, cst = 0;
-  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
-  int got = std::sscanf(p + 1, " %c %d %d %d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &ppid,
-                        &pgrp, &session, &ut, &st, &cut, &cst);
-  if (got < 4) return false;
-  std::uint64_t ticks = got == 8 ? ut + st + static_cast<std::uint64_t>(cut < 0 ? 0 : cut) +
-                                       static_cast<std::uint64_t>(cst < 0 ? 0 : cst)
-                                 : 0;
-  info = {ppid, pgrp, session, state == 'Z' || state == 'X', ticks};
-  return true;
-}
-
 std::vector<pid_t> scan(pid_t shepherd, pid_t session, std::uint64_t* cpu_ticks = nullptr) {
-  std::unordered_map<pid_t, ProcInfo> procs;
+  std::unordered_map<pid_t, ProcStat> procs;
   DIR* d = ::opendir("/proc");
   if (d == nullptr) return {};
   while (dirent* de = ::readdir(d)) {
     char* end = nullptr;
     long v = std::strtol(de->d_name, &end, 10);
     if (end == de->d_name || *end != '\0' || v <= 1) continue;
-    ProcInfo info{};
-    if (read_stat(static_cast<pid_t>(v), info)) procs.emplace(static_cast<pid_t>(v), info);
+    if (auto st = read_proc_stat(static_cast<pid_t>(v))) procs.emplace(static_cast<pid_t>(v), *st);
   }
   ::closedir(d);
   std::vector<pid_t> out;
   if (cpu_ticks != nullptr) {
     *cpu_ticks = 0;
-    if (auto it = procs.find(shepherd); shepherd > 1 && it != procs.end()) *cpu_ticks += it->second.cpu_ticks;
+    if (auto it = procs.find(shepherd); shepherd > 1 && it != procs.end()) *cpu_ticks += it->second.cpu_ticks();
   }
   for (const auto& [pid, info] : procs) {
     if (pid == shepherd) continue;
     // A zombie is not signalled, but its CPU counts: it moves into its parent's cutime only
     // when the parent reaps it, so at any one scan it is counted exactly once.
-    if (info.zombie && cpu_ticks == nullptr) continue;
+    if (info.gone() && cpu_ticks == nullptr) continue;
     bool match = session > 0 && (info.session == session || info.pgrp == session);
     for (pid_t up = info.ppid, hops = 0; !match && up > 1 && hops < 4096; ++hops) {
       if (up == shepherd) match = true;
@@ -84,8 +49,8 @@ std::vector<pid_t> scan(pid_t shepherd, pid_t session, std::uint64_t* cpu_ticks 
       up = it->second.ppid;
     }
     if (!match) continue;
-    if (cpu_ticks != nullptr) *cpu_ticks += info.cpu_ticks;
-    if (!info.zombie) out.push_back(pid);
+    if (cpu_ticks != nullptr) *cpu_ticks += info.cpu_ticks();
+    if (!info.gone()) out.push_back(pid);
   }
   return out;
 }

@@ -60,10 +60,7 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
   }
 
   ChildError ce{};
-  ssize_t n;
-  do {
-    n = ::read(errp[0], &ce, sizeof ce);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = read_some(errp[0], &ce, sizeof ce);
   ::close(errp[0]);
   bool failed = n == static_cast<ssize_t>(sizeof ce);
   if (failed) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "core/fd_io.h"
 #include "sandbox/helper/control.h"
 #include "sandbox/helper/proc_tree.h"
 #include "sandbox/helper/shepherd.h"
@@ -360,8 +361,7 @@ void Supervisor::meter_memory() {
 void Supervisor::read_reports(ExecRecord& rec) {
   for (;;) {
     ShepherdReport rep{};
-    ssize_t n = ::read(rec.report_fd, &rep, sizeof rep);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = read_some(rec.report_fd, &rep, sizeof rep);
     if (n < 0 && errno == EAGAIN) return;
     if (n != static_cast<ssize_t>(sizeof rep)) {  // EOF (shepherd gone) or a torn write
       ::close(rec.report_fd);
