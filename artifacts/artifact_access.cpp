@@ -14,10 +14,6 @@
 
 namespace kiln::artifacts {
 
-using detail::Stmt;
-using detail::Tx;
-using detail::db_error;
-
 namespace {
 
 constexpr int kMaxFailures = 5;
@@ -90,14 +86,14 @@ bool ArtifactStore::cookie_valid_locked(const Row& row, const std::string& cooki
   if (row.share == Share::password) return f[2] == "password";
   if (row.share != Share::invite || f[2].rfind("invite:", 0) != 0) return false;
   // Revoking or expiring an invite ends its cookies too: the invite is looked up every time.
-  Stmt s(db_, "SELECT name, expires_at, revoked FROM invites WHERE id = ?1 AND artifact = ?2");
+  db::Statement s(db_, "SELECT name, expires_at, revoked FROM invites WHERE id = ?1 AND artifact = ?2");
   try {
     s.bind(1, std::int64_t(std::stoll(f[2].substr(7))));
   } catch (...) {
     return false;
   }
   s.bind(2, row.name);
-  if (s.step() != SQLITE_ROW || s.int64(2) != 0) return false;
+  if (!s.next("select invite").value_or(false) || s.int64(2) != 0) return false;
   if (auto e = s.opt_int(1); e && *e <= now()) return false;
   invite_name = s.text(0);
   return true;
@@ -133,52 +129,54 @@ Result<void> ArtifactStore::apply_share_locked(Row& row, const ShareChange& chan
   const std::int64_t t = now();
   const std::string now_iso = workspace::now_iso8601();
   for (const auto& n : change.revoke) {
-    Stmt u(db_, "UPDATE invites SET revoked = 1 WHERE artifact = ?1 AND name = ?2 AND revoked = 0");
+    db::Statement u(db_, "UPDATE invites SET revoked = 1 WHERE artifact = ?1 AND name = ?2 AND revoked = 0");
     u.bind(1, row.name);
     u.bind(2, n);
-    if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "revoke invite"));
-    if (sqlite3_changes(db_) > 0) continue;
-    Stmt any(db_, "SELECT 1 FROM invites WHERE artifact = ?1 AND name = ?2");
+    auto revoked = u.run("revoke invite");
+    if (!revoked) return std::unexpected(revoked.error());
+    if (*revoked > 0) continue;
+    db::Statement any(db_, "SELECT 1 FROM invites WHERE artifact = ?1 AND name = ?2");
     any.bind(1, row.name);
     any.bind(2, n);
-    if (any.step() != SQLITE_ROW)
+    if (!any.next("select invite").value_or(false))
       return fail(Errc::not_found, fmt::format("artifact {} has no invite named '{}'", row.name, n));
   }
   // Leaving invite mode ends every invite: switching back later must not bring old links to life.
   if (row.share == Share::invite && mode != Share::invite) {
-    Stmt u(db_, "UPDATE invites SET revoked = 1 WHERE artifact = ?1 AND revoked = 0");
+    db::Statement u(db_, "UPDATE invites SET revoked = 1 WHERE artifact = ?1 AND revoked = 0");
     u.bind(1, row.name);
-    if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "revoke invites"));
+    if (auto r = u.run("revoke invites"); !r) return std::unexpected(r.error());
   }
   std::optional<std::int64_t> invite_expiry;
   if (auto s = change.invite_expires_in_s ? change.invite_expires_in_s : change.expires_in_s; s && *s > 0)
     invite_expiry = detail::expiry_after(t, *s);
   for (const auto& n : invites) {
-    Stmt live(db_, "SELECT id, expires_at FROM invites WHERE artifact = ?1 AND name = ?2 AND revoked = 0");
+    db::Statement live(db_, "SELECT id, expires_at FROM invites WHERE artifact = ?1 AND name = ?2 AND revoked = 0");
     live.bind(1, row.name);
     live.bind(2, n);
-    if (live.step() == SQLITE_ROW) {
+    if (live.next("select invite").value_or(false)) {
       auto e = live.opt_int(1);
       if (!e || *e > t) {
         return fail(Errc::conflict, fmt::format("'{}' is already invited to {} and that link still works; to send a "
                                                 "new link, revoke and invite in one call (revoke: [\"{}\"], invite: [\"{}\"])",
                                                 n, row.name, n, n));
       }
-      Stmt old(db_, "UPDATE invites SET revoked = 1 WHERE id = ?1");  // expired: make room for the new one
+      db::Statement old(db_, "UPDATE invites SET revoked = 1 WHERE id = ?1");  // expired: make room for the new one
       old.bind(1, live.int64(0));
-      if (old.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update invite"));
+      if (auto r = old.run("update invite"); !r) return std::unexpected(r.error());
     }
     unsigned char raw[32];
     randombytes_buf(raw, sizeof raw);
     std::string token = detail::base64url(std::string_view(reinterpret_cast<char*>(raw), sizeof raw));
     sodium_memzero(raw, sizeof raw);
-    Stmt ins(db_, "INSERT INTO invites(artifact, name, token_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+    db::Statement ins(db_, "INSERT INTO invites(artifact, name, token_hash, created_at, expires_at)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5)");
     ins.bind(1, row.name);
     ins.bind(2, n);
     ins.bind(3, detail::sha256_hex(token));
     ins.bind(4, now_iso);
     ins.bind(5, invite_expiry);
-    if (ins.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert invite"));
+    if (auto r = ins.run("insert invite"); !r) return std::unexpected(r.error());
     InviteInfo info;
     info.name = n;
     info.created_at = now_iso;
@@ -196,13 +194,14 @@ Result<void> ArtifactStore::apply_share_locked(Row& row, const ShareChange& chan
     if (*change.expires_in_s == 0) next.expires_at.reset();
     else next.expires_at = detail::expiry_after(t, *change.expires_in_s);
   }
-  Stmt u(db_, "UPDATE artifacts SET share = ?2, password_hash = ?3, expires_at = ?4, share_gen = ?5 WHERE name = ?1");
+  db::Statement u(db_, "UPDATE artifacts SET share = ?2, password_hash = ?3, expires_at = ?4, share_gen = ?5"
+                       " WHERE name = ?1");
   u.bind(1, row.name);
   u.bind(2, to_string(next.share));
   u.bind(3, next.password_hash);
   u.bind(4, next.expires_at);
   u.bind(5, next.share_gen);
-  if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update artifact"));
+  if (auto r = u.run("update artifact"); !r) return std::unexpected(r.error());
   row = std::move(next);
   return {};
 }
@@ -226,7 +225,7 @@ Result<ShareResult> ArtifactStore::share(const ShareRequest& req) {
     change.password_hash = std::move(*hash);
   }
   std::lock_guard lock(mu_);
-  Tx tx(db_);
+  db::Transaction tx(db_);
   if (auto r = tx.begin(); !r) return std::unexpected(r.error());
   auto row = row_locked(req.name);
   if (!row) return std::unexpected(row.error());
@@ -254,11 +253,11 @@ AccessDecision ArtifactStore::check_access(const std::string& name, std::optiona
   const std::int64_t t = now();
   bool version_exists = false;
   {
-    Stmt v(db_, version ? "SELECT number FROM versions WHERE artifact = ?1 AND number = ?2"
-                        : "SELECT number FROM versions WHERE artifact = ?1 ORDER BY number DESC LIMIT 1");
+    db::Statement v(db_, version ? "SELECT number FROM versions WHERE artifact = ?1 AND number = ?2"
+                                 : "SELECT number FROM versions WHERE artifact = ?1 ORDER BY number DESC LIMIT 1");
     v.bind(1, name);
     if (version) v.bind(2, *version);
-    if (v.step() == SQLITE_ROW) {
+    if (v.next("select version").value_or(false)) {
       version_exists = true;
       d.version = int(v.int64(0));
     } else if (version) {
@@ -284,10 +283,10 @@ AccessDecision ArtifactStore::check_access(const std::string& name, std::optiona
   if (r.share == Share::invite) {
     d.outcome = AccessOutcome::denied;
     if (!creds.invite_token || creds.invite_token->empty() || creds.invite_token->size() > 256) return d;
-    Stmt s(db_, "SELECT id, name, expires_at, revoked FROM invites WHERE token_hash = ?1 AND artifact = ?2");
+    db::Statement s(db_, "SELECT id, name, expires_at, revoked FROM invites WHERE token_hash = ?1 AND artifact = ?2");
     s.bind(1, detail::sha256_hex(*creds.invite_token));
     s.bind(2, name);
-    if (s.step() != SQLITE_ROW) return d;
+    if (!s.next("select invite").value_or(false)) return d;
     d.invite_name = s.text(1);
     auto exp = s.opt_int(2);
     if (s.int64(3) != 0 || (exp && *exp <= t)) return d;

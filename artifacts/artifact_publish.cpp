@@ -24,10 +24,6 @@
 
 namespace kiln::artifacts {
 
-using detail::Stmt;
-using detail::Tx;
-using detail::db_error;
-
 namespace {
 
 constexpr std::size_t kInMemoryMax = 1 << 20;  // smaller files are hashed before anything is written
@@ -314,7 +310,7 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
     auto staged = stage(req, *rel, !*folder);
     if (!staged) return std::unexpected(staged.error());
     std::lock_guard lock(mu_);
-    Tx tx(db_);
+    db::Transaction tx(db_);
     if (auto r = tx.begin(); !r) return std::unexpected(r.error());
     // An unpublish in another process may have collected a blob this copy deduplicated against;
     // under the write lock no collection can start, so checking once here is enough.
@@ -331,15 +327,15 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
     const std::string now_iso = workspace::now_iso8601();
     if (!*row) {
       // A name published before and removed whole goes on numbering where it stopped.
-      Stmt ins(db_,
-               "INSERT INTO artifacts(name, workspace_id, share, created_at, next_version) VALUES (?1, ?2, 'public', ?3, "
-               "coalesce((SELECT next_version FROM retired_names WHERE name = ?1), 1))");
+      db::Statement ins(db_,
+                        "INSERT INTO artifacts(name, workspace_id, share, created_at, next_version) VALUES (?1, ?2, "
+                        "'public', ?3, coalesce((SELECT next_version FROM retired_names WHERE name = ?1), 1))");
       ins.bind(1, name);
       ins.bind(2, req.workspace_id);
       ins.bind(3, now_iso);
-      if (ins.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert artifact"));
+      if (auto r = ins.run("insert artifact"); !r) return std::unexpected(r.error());
       row = row_locked(name);
-      if (!row || !*row) return std::unexpected(db_error(db_, "insert artifact"));
+      if (!row || !*row) return std::unexpected(db_.error("insert artifact"));
     } else if ((*row)->workspace_id != req.workspace_id) {
       return fail(Errc::conflict, fmt::format("artifact {} belongs to another workspace; pass another name", name));
     }
@@ -351,9 +347,9 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
     if (auto a = apply_share_locked(r, change, out.new_invites); !a) return std::unexpected(a.error());
     const int number = int(r.next_version);
     {
-      Stmt v(db_,
-             "INSERT INTO versions(artifact, number, created_at, source_path, single_file, files, bytes, trace_id) "
-             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+      db::Statement v(db_,
+                      "INSERT INTO versions(artifact, number, created_at, source_path, single_file, files, bytes, "
+                      "trace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
       v.bind(1, name);
       v.bind(2, number);
       v.bind(3, now_iso);
@@ -362,9 +358,9 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
       v.bind(6, std::uint64_t(staged->files.size()));
       v.bind(7, staged->bytes);
       v.bind(8, req.trace_id);
-      if (v.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert version"));
+      if (auto r = v.run("insert version"); !r) return std::unexpected(r.error());
     }
-    Stmt f(db_, "INSERT INTO files(artifact, version, path, sha256, size) VALUES (?1, ?2, ?3, ?4, ?5)");
+    db::Statement f(db_, "INSERT INTO files(artifact, version, path, sha256, size) VALUES (?1, ?2, ?3, ?4, ?5)");
     for (const auto& file : staged->files) {
       f.reset();
       f.bind(1, name);
@@ -372,13 +368,13 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
       f.bind(3, file.path);
       f.bind(4, file.sha256);
       f.bind(5, file.size);
-      if (f.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "insert file"));
+      if (auto r = f.run("insert file"); !r) return std::unexpected(r.error());
     }
     {
-      Stmt u(db_, "UPDATE artifacts SET next_version = ?2 WHERE name = ?1");
+      db::Statement u(db_, "UPDATE artifacts SET next_version = ?2 WHERE name = ?1");
       u.bind(1, name);
       u.bind(2, number + 1);
-      if (u.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update artifact"));
+      if (auto r = u.run("update artifact"); !r) return std::unexpected(r.error());
     }
     if (auto c = tx.commit(); !c) return std::unexpected(c.error());
     r.next_version = number + 1;

@@ -22,9 +22,6 @@
 
 namespace kiln::artifacts {
 
-using detail::Stmt;
-using detail::Tx;
-
 namespace {
 
 std::vector<std::string> names_in(const std::string& dir) {
@@ -69,18 +66,18 @@ void ArtifactStore::reclaim_leftovers() {
   auto names = names_in(trash);
   if (names.empty()) return;
   std::lock_guard lock(mu_);
-  Tx tx(db_);
+  db::Transaction tx(db_);
   if (!tx.begin()) return;
-  Stmt ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
+  db::Statement ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
   for (const auto& n : names) {
     const std::string p = trash + "/" + n;
     const std::string sha = n.substr(0, n.find('.'));
     ref.reset();
     ref.bind(1, sha);
-    int rc = ref.step();
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return;  // unsure: leave everything as it is
+    auto used = ref.next("select files");
+    if (!used) return;  // unsure: leave everything as it is
     struct stat st {};
-    if (rc == SQLITE_ROW && detail::valid_sha256_hex(sha) && ::stat(blob_path(sha).c_str(), &st) != 0) {
+    if (*used && detail::valid_sha256_hex(sha) && ::stat(blob_path(sha).c_str(), &st) != 0) {
       ::mkdir(fmt::format("{}/blobs/sha256/{}", dir_, sha.substr(0, 2)).c_str(), 0700);
       ::rename(p.c_str(), blob_path(sha).c_str());
     } else {
@@ -95,15 +92,15 @@ void ArtifactStore::drop_unreferenced(const std::vector<std::string>& sha256s) {
   // Under the write lock, like unpublish: a publish that deduplicated against one of these checks
   // under the same lock that its blobs still exist, and copies again if not.
   std::lock_guard lock(mu_);
-  Tx tx(db_);
+  db::Transaction tx(db_);
   if (!tx.begin()) return;
-  Stmt ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
+  db::Statement ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
   for (const auto& sha : sha256s) {
     ref.reset();
     ref.bind(1, sha);
-    int rc = ref.step();
-    if (rc == SQLITE_DONE && detail::valid_sha256_hex(sha)) ::unlink(blob_path(sha).c_str());
-    else if (rc != SQLITE_ROW) break;
+    auto used = ref.next("select files");
+    if (!used) break;
+    if (!*used && detail::valid_sha256_hex(sha)) ::unlink(blob_path(sha).c_str());
   }
   (void)tx.commit();
 }

@@ -14,16 +14,13 @@
 
 #include "artifacts/artifact_internal.h"
 #include "core/owner_tag.h"
+#include "db/migrate.h"
 
 namespace kiln::artifacts {
 
-using detail::Stmt;
-using detail::Tx;
-using detail::db_error;
-
 namespace {
 
-constexpr const char* kSchema =
+constexpr const char* kSchemaV1 =
     "CREATE TABLE IF NOT EXISTS artifacts ("
     "  name TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, share TEXT NOT NULL, password_hash TEXT,"
     "  expires_at INTEGER, share_gen INTEGER NOT NULL DEFAULT 1, next_version INTEGER NOT NULL DEFAULT 1,"
@@ -47,15 +44,15 @@ constexpr const char* kSchema =
     "  artifact TEXT NOT NULL REFERENCES artifacts(name) ON DELETE CASCADE, name TEXT NOT NULL,"
     "  token_hash TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL, expires_at INTEGER,"
     "  revoked INTEGER NOT NULL DEFAULT 0);"
-    "CREATE UNIQUE INDEX IF NOT EXISTS invites_live_name ON invites(artifact, name) WHERE revoked = 0;"
-    "PRAGMA user_version = 1;";
+    "CREATE UNIQUE INDEX IF NOT EXISTS invites_live_name ON invites(artifact, name) WHERE revoked = 0;";
 
 // Version 2: an artifact removed whole leaves its next version number behind, so publishing the
 // name again never hands out /a/NAME/v/N/ again (those URLs were served as immutable and
 // browsers keep them for a year).
 constexpr const char* kSchemaV2 =
-    "CREATE TABLE IF NOT EXISTS retired_names (name TEXT PRIMARY KEY, next_version INTEGER NOT NULL);"
-    "PRAGMA user_version = 2;";
+    "CREATE TABLE IF NOT EXISTS retired_names (name TEXT PRIMARY KEY, next_version INTEGER NOT NULL);";
+
+constexpr db::Migration kSchema[] = {{1, kSchemaV1}, {2, kSchemaV2}};
 
 bool make_dir(const std::string& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return false;
@@ -80,65 +77,14 @@ Result<std::unique_ptr<ArtifactStore>> ArtifactStore::open(const std::string& st
       return fail(Errc::io, fmt::format("cannot create {}{}: {}", state_dir, sub, std::strerror(errno)));
   }
   std::unique_ptr<ArtifactStore> store(new ArtifactStore(state_dir));
-  std::string path = state_dir + "/artifacts.db";
-  // Created 0600 before SQLite sees it: SQLite gives its -wal and -shm files the same mode.
-  if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) {
-    ::fchmod(fd, 0600);
-    ::close(fd);
-  }
-  int rc = sqlite3_open_v2(path.c_str(), &store->db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    return fail(Errc::io, fmt::format("cannot open artifact database {}: {}", path,
-                                      store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
-  }
-  sqlite3_busy_timeout(store->db_, 10000);
-  if (auto r = store->exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"); !r) return std::unexpected(r.error());
-  // journal_mode=WAL persists in the file, so only a new database needs the switch (a write).
-  auto is_wal = [&] {
-    Stmt mode(store->db_, "PRAGMA journal_mode");
-    return mode.ok() && mode.step() == SQLITE_ROW && mode.text(0) == "wal";
-  };
-  if (!is_wal()) {
-    // Two processes creating the database at once: the loser's switch may fail, the winner's holds.
-    if (auto r = store->exec("PRAGMA journal_mode=WAL;"); !r && !is_wal()) return std::unexpected(r.error());
-  }
-  if (auto r = store->migrate(); !r) return std::unexpected(r.error());
+  auto db = db::Database::open(
+      state_dir + "/artifacts.db",
+      {.label = "artifact", .busy_timeout_ms = 10000, .private_file = true, .schema = kSchema});
+  if (!db) return std::unexpected(db.error());
+  store->db_ = std::move(*db);
   store->reclaim_leftovers();
   if (auto r = store->load_cookie_key(); !r) return std::unexpected(r.error());
   return store;
-}
-
-ArtifactStore::~ArtifactStore() {
-  if (db_) sqlite3_close(db_);
-}
-
-Result<void> ArtifactStore::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return fail(Errc::io, "artifact store: " + msg);
-  }
-  return {};
-}
-
-Result<void> ArtifactStore::migrate() {
-  // An up-to-date database is only read: start-up should not cost a write.
-  auto version = [&] {
-    Stmt ver(db_, "PRAGMA user_version");
-    return ver.ok() && ver.step() == SQLITE_ROW ? ver.int64(0) : 0;
-  };
-  if (version() >= 2) return {};
-  std::lock_guard lock(mu_);
-  Tx tx(db_);
-  if (auto r = tx.begin(); !r) return r;
-  const auto have = version();  // another process may have migrated while we waited
-  if (have < 1)
-    if (auto r = exec(kSchema); !r) return r;
-  if (have < 2)
-    if (auto r = exec(kSchemaV2); !r) return r;
-  return tx.commit();
 }
 
 Result<void> ArtifactStore::load_cookie_key() {
@@ -192,14 +138,13 @@ std::string ArtifactStore::blob_path(const std::string& sha256) const {
 }
 
 Result<std::optional<ArtifactStore::Row>> ArtifactStore::row_locked(const std::string& name) {
-  Stmt s(db_,
-         "SELECT name, workspace_id, share, password_hash, expires_at, share_gen, next_version, created_at "
-         "FROM artifacts WHERE name = ?1");
-  if (!s.ok()) return std::unexpected(db_error(db_, "select artifact"));
+  db::Statement s(db_,
+                  "SELECT name, workspace_id, share, password_hash, expires_at, share_gen, next_version, created_at "
+                  "FROM artifacts WHERE name = ?1");
   s.bind(1, name);
-  int rc = s.step();
-  if (rc == SQLITE_DONE) return std::optional<Row>();
-  if (rc != SQLITE_ROW) return std::unexpected(db_error(db_, "select artifact"));
+  auto found = s.next("select artifact");
+  if (!found) return std::unexpected(found.error());
+  if (!*found) return std::optional<Row>();
   Row r;
   r.name = s.text(0);
   r.workspace_id = s.text(1);
@@ -222,21 +167,18 @@ Result<ArtifactInfo> ArtifactStore::info_locked(const Row& row) {
   if (row.expires_at) a.expires_at = detail::iso_utc(*row.expires_at);
   a.expired = row.expires_at && *row.expires_at <= t;
   a.created_at = row.created_at;
-  Stmt v(db_,
-         "SELECT number, created_at, source_path, single_file, files, bytes, trace_id FROM versions "
-         "WHERE artifact = ?1 ORDER BY number");
-  if (!v.ok()) return std::unexpected(db_error(db_, "select versions"));
+  db::Statement v(db_,
+                  "SELECT number, created_at, source_path, single_file, files, bytes, trace_id FROM versions "
+                  "WHERE artifact = ?1 ORDER BY number");
   v.bind(1, row.name);
-  int rc;
-  while ((rc = v.step()) == SQLITE_ROW) {
+  auto versions = v.each("select versions", [&] {
     a.versions.push_back(VersionInfo{int(v.int64(0)), v.text(1), v.text(2), v.int64(3) != 0,
                                      std::uint64_t(v.int64(4)), std::uint64_t(v.int64(5)), v.text(6)});
-  }
-  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select versions"));
-  Stmt i(db_, "SELECT name, created_at, expires_at, revoked FROM invites WHERE artifact = ?1 ORDER BY id");
-  if (!i.ok()) return std::unexpected(db_error(db_, "select invites"));
+  });
+  if (!versions) return std::unexpected(versions.error());
+  db::Statement i(db_, "SELECT name, created_at, expires_at, revoked FROM invites WHERE artifact = ?1 ORDER BY id");
   i.bind(1, row.name);
-  while ((rc = i.step()) == SQLITE_ROW) {
+  auto invites = i.each("select invites", [&] {
     InviteInfo inv;
     inv.name = i.text(0);
     inv.created_at = i.text(1);
@@ -246,21 +188,18 @@ Result<ArtifactInfo> ArtifactStore::info_locked(const Row& row) {
     }
     inv.revoked = i.int64(3) != 0;
     a.invites.push_back(std::move(inv));
-  }
-  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select invites"));
+  });
+  if (!invites) return std::unexpected(invites.error());
   return a;
 }
 
 Result<std::vector<ArtifactInfo>> ArtifactStore::list(const std::string& workspace_id) {
   std::lock_guard lock(mu_);
-  Stmt s(db_, workspace_id.empty() ? "SELECT name FROM artifacts ORDER BY name"
-                                   : "SELECT name FROM artifacts WHERE workspace_id = ?1 ORDER BY name");
-  if (!s.ok()) return std::unexpected(db_error(db_, "list artifacts"));
+  db::Statement s(db_, workspace_id.empty() ? "SELECT name FROM artifacts ORDER BY name"
+                                            : "SELECT name FROM artifacts WHERE workspace_id = ?1 ORDER BY name");
   if (!workspace_id.empty()) s.bind(1, workspace_id);
   std::vector<std::string> names;
-  int rc;
-  while ((rc = s.step()) == SQLITE_ROW) names.push_back(s.text(0));
-  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "list artifacts"));
+  if (auto r = s.each("list artifacts", [&] { names.push_back(s.text(0)); }); !r) return std::unexpected(r.error());
   std::vector<ArtifactInfo> out;
   for (const auto& n : names) {
     auto row = row_locked(n);
@@ -289,17 +228,17 @@ Result<ResolvedFile> ArtifactStore::resolve(const std::string& name, std::option
     return fail(Errc::not_found, fmt::format("artifact {} has no file '{}'", name, path));
   };
   std::lock_guard lock(mu_);
-  Stmt v(db_, version ? "SELECT number, single_file FROM versions WHERE artifact = ?1 AND number = ?2"
-                      : "SELECT number, single_file FROM versions WHERE artifact = ?1 ORDER BY number DESC LIMIT 1");
-  if (!v.ok()) return std::unexpected(db_error(db_, "select version"));
+  db::Statement v(db_, version ? "SELECT number, single_file FROM versions WHERE artifact = ?1 AND number = ?2"
+                               : "SELECT number, single_file FROM versions WHERE artifact = ?1 ORDER BY number DESC "
+                                 "LIMIT 1");
   v.bind(1, name);
   if (version) v.bind(2, *version);
-  int rc = v.step();
-  if (rc == SQLITE_DONE) {
+  auto found = v.next("select version");
+  if (!found) return std::unexpected(found.error());
+  if (!*found) {
     return fail(Errc::not_found, version ? fmt::format("artifact {} has no version {}", name, *version)
                                          : fmt::format("no artifact {}", name));
   }
-  if (rc != SQLITE_ROW) return std::unexpected(db_error(db_, "select version"));
   const std::int64_t number = v.int64(0);
   const bool single = v.int64(1) != 0;
 
@@ -317,18 +256,19 @@ Result<ResolvedFile> ArtifactStore::resolve(const std::string& name, std::option
     candidates.push_back(std::string(path) + "/index.html");
   }
   // A published file is the version's whole content, served at its root.
-  Stmt f(db_, path.empty() && single
-                  ? "SELECT path, sha256, size FROM files WHERE artifact = ?1 AND version = ?2 ORDER BY path LIMIT 1"
-                  : "SELECT path, sha256, size FROM files WHERE artifact = ?1 AND version = ?2 AND path = ?3");
-  if (!f.ok()) return std::unexpected(db_error(db_, "select file"));
+  db::Statement f(db_, path.empty() && single
+                           ? "SELECT path, sha256, size FROM files WHERE artifact = ?1 AND version = ?2 ORDER BY path "
+                             "LIMIT 1"
+                           : "SELECT path, sha256, size FROM files WHERE artifact = ?1 AND version = ?2 AND path = ?3");
   if (path.empty() && single) candidates.emplace_back();
   for (const auto& c : candidates) {
     f.reset();
     f.bind(1, name);
     f.bind(2, number);
     if (!(path.empty() && single)) f.bind(3, c);
-    rc = f.step();
-    if (rc == SQLITE_ROW) {
+    auto hit = f.next("select file");
+    if (!hit) return std::unexpected(hit.error());
+    if (*hit) {
       ResolvedFile out;
       out.logical_path = f.text(0);
       out.sha256 = f.text(1);
@@ -338,26 +278,24 @@ Result<ResolvedFile> ArtifactStore::resolve(const std::string& name, std::option
       out.content_type = content_type_for(out.logical_path);
       return out;
     }
-    if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select file"));
   }
   return miss();
 }
 
 Result<nlohmann::json> ArtifactStore::manifest(const std::string& name, int version) {
   std::lock_guard lock(mu_);
-  Stmt s(db_, "SELECT path, sha256, size FROM files WHERE artifact = ?1 AND version = ?2 ORDER BY path");
-  if (!s.ok()) return std::unexpected(db_error(db_, "select files"));
+  db::Statement s(db_, "SELECT path, sha256, size FROM files WHERE artifact = ?1 AND version = ?2 ORDER BY path");
   s.bind(1, name);
   s.bind(2, version);
   nlohmann::json out = nlohmann::json::object();
-  int rc;
-  while ((rc = s.step()) == SQLITE_ROW) out[s.text(0)] = {{"sha256", s.text(1)}, {"size", s.int64(2)}};
-  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select files"));
+  auto listed = s.each("select files", [&] { out[s.text(0)] = {{"sha256", s.text(1)}, {"size", s.int64(2)}}; });
+  if (!listed) return std::unexpected(listed.error());
   if (out.empty()) {
-    Stmt v(db_, "SELECT 1 FROM versions WHERE artifact = ?1 AND number = ?2");
+    db::Statement v(db_, "SELECT 1 FROM versions WHERE artifact = ?1 AND number = ?2");
     v.bind(1, name);
     v.bind(2, version);
-    if (v.step() != SQLITE_ROW) return fail(Errc::not_found, fmt::format("artifact {} has no version {}", name, version));
+    if (!v.next("select version").value_or(false))
+      return fail(Errc::not_found, fmt::format("artifact {} has no version {}", name, version));
   }
   return out;
 }
@@ -368,44 +306,43 @@ Result<std::vector<int>> ArtifactStore::unpublish(const std::string& name, std::
 }
 
 Result<std::vector<int>> ArtifactStore::unpublish_locked(const std::string& name, std::optional<int> version) {
-  Tx tx(db_);
+  db::Transaction tx(db_);
   if (auto r = tx.begin(); !r) return std::unexpected(r.error());
   auto row = row_locked(name);
   if (!row) return std::unexpected(row.error());
   if (!*row) return fail(Errc::not_found, fmt::format("no artifact {} (publish_list or `kiln artifacts list` shows them)", name));
   std::vector<int> removed;
   {
-    Stmt s(db_, version ? "SELECT number FROM versions WHERE artifact = ?1 AND number = ?2 ORDER BY number"
-                        : "SELECT number FROM versions WHERE artifact = ?1 ORDER BY number");
+    db::Statement s(db_, version ? "SELECT number FROM versions WHERE artifact = ?1 AND number = ?2 ORDER BY number"
+                                 : "SELECT number FROM versions WHERE artifact = ?1 ORDER BY number");
     s.bind(1, name);
     if (version) s.bind(2, *version);
-    int rc;
-    while ((rc = s.step()) == SQLITE_ROW) removed.push_back(int(s.int64(0)));
-    if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select versions"));
+    if (auto r = s.each("select versions", [&] { removed.push_back(int(s.int64(0))); }); !r)
+      return std::unexpected(r.error());
   }
   if (version && removed.empty()) return fail(Errc::not_found, fmt::format("artifact {} has no version {}", name, *version));
   std::set<std::string> candidates;
   {
-    Stmt s(db_, version ? "SELECT DISTINCT sha256 FROM files WHERE artifact = ?1 AND version = ?2"
-                        : "SELECT DISTINCT sha256 FROM files WHERE artifact = ?1");
+    db::Statement s(db_, version ? "SELECT DISTINCT sha256 FROM files WHERE artifact = ?1 AND version = ?2"
+                                 : "SELECT DISTINCT sha256 FROM files WHERE artifact = ?1");
     s.bind(1, name);
     if (version) s.bind(2, *version);
-    int rc;
-    while ((rc = s.step()) == SQLITE_ROW) candidates.insert(s.text(0));
-    if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select files"));
+    if (auto r = s.each("select files", [&] { candidates.insert(s.text(0)); }); !r) return std::unexpected(r.error());
   }
   if (!version) {
-    Stmt keep(db_,
-              "INSERT INTO retired_names(name, next_version) SELECT name, next_version FROM artifacts WHERE name = ?1 "
-              "ON CONFLICT(name) DO UPDATE SET next_version = max(next_version, excluded.next_version)");
+    db::Statement keep(db_,
+                       "INSERT INTO retired_names(name, next_version) SELECT name, next_version FROM artifacts "
+                       "WHERE name = ?1 ON CONFLICT(name) DO UPDATE SET next_version = max(next_version, "
+                       "excluded.next_version)");
     keep.bind(1, name);
-    if (keep.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "retire name"));
+    if (auto r = keep.run("retire name"); !r) return std::unexpected(r.error());
   }
   {
-    Stmt d(db_, version ? "DELETE FROM versions WHERE artifact = ?1 AND number = ?2" : "DELETE FROM artifacts WHERE name = ?1");
+    db::Statement d(db_, version ? "DELETE FROM versions WHERE artifact = ?1 AND number = ?2"
+                                 : "DELETE FROM artifacts WHERE name = ?1");
     d.bind(1, name);
     if (version) d.bind(2, *version);
-    if (d.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "delete"));
+    if (auto r = d.run("delete"); !r) return std::unexpected(r.error());
   }
   // Blobs nobody references any more go to the trash while the write lock is held: a publish
   // that deduplicated against one checks, under the same lock, that its blobs still exist.
@@ -413,15 +350,15 @@ Result<std::vector<int>> ArtifactStore::unpublish_locked(const std::string& name
   auto restore = [&] {
     for (const auto& [from, to] : trashed) ::rename(to.c_str(), from.c_str());
   };
-  Stmt ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
+  db::Statement ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
   for (const auto& sha : candidates) {
     ref.reset();
     ref.bind(1, sha);
-    int rc = ref.step();
-    if (rc == SQLITE_ROW) continue;
-    if (rc != SQLITE_DONE) {
+    auto used = ref.next("select files");
+    if (used && *used) continue;
+    if (!used) {
       restore();
-      return std::unexpected(db_error(db_, "select files"));
+      return std::unexpected(used.error());
     }
     if (!detail::valid_sha256_hex(sha)) continue;
     std::string from = blob_path(sha), to = fmt::format("{}/blobs/trash/{}.{:08x}", dir_, sha, randombytes_random());

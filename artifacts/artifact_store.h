@@ -17,8 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-
-struct sqlite3;
+#include "db/database.h"
 
 namespace kiln::workspace { class Root; }
 
@@ -154,7 +153,6 @@ struct AccessDecision {
 class ArtifactStore {
  public:
   static Result<std::unique_ptr<ArtifactStore>> open(const std::string& state_dir);
-  ~ArtifactStore();
   ArtifactStore(const ArtifactStore&) = delete;
   ArtifactStore& operator=(const ArtifactStore&) = delete;
 
@@ -189,8 +187,6 @@ class ArtifactStore {
   struct Row;     // an artifacts row, as the .cpp files read it
   struct Staged;  // a copied folder: its manifest and counts, before the version row exists
   struct ShareChange;
-  Result<void> migrate();
-  Result<void> exec(const char* sql);
   Result<void> load_cookie_key();
   std::int64_t now() const;
   Result<Staged> stage(const PublishRequest& req, const std::string& rel, bool single_file);
@@ -208,7 +204,7 @@ class ArtifactStore {
   void drop_unreferenced(const std::vector<std::string>& sha256s);
 
   std::string dir_;
-  sqlite3* db_ = nullptr;
+  db::Database db_;
   std::mutex mu_;
   std::map<std::string, std::pair<int, std::int64_t>> failures_;  // (artifact, client) -> count, window start
   std::string cookie_key_;  // 32 random bytes from <state>/serve.key (0600)

@@ -108,30 +108,6 @@ std::string content_type_for(std::string_view path) {
 
 namespace detail {
 
-Error db_error(sqlite3* db, std::string_view what) {
-  // SQLITE_FULL is a full disk under the state directory: say what to do about it.
-  const char* hint = sqlite3_errcode(db) == SQLITE_FULL
-                         ? "; the state directory is full: free space there or set KILN_HOME to a folder on a larger disk"
-                         : "";
-  return Error{Errc::io, fmt::format("artifact store: {} failed: {}{}", what, sqlite3_errmsg(db), hint)};
-}
-
-Tx::~Tx() {
-  if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-}
-
-Result<void> Tx::begin() {
-  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return std::unexpected(db_error(db_, "begin"));
-  open_ = true;
-  return {};
-}
-
-Result<void> Tx::commit() {
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return std::unexpected(db_error(db_, "commit"));
-  open_ = false;
-  return {};
-}
-
 std::string iso_utc(std::int64_t unix_s) {
   std::time_t t = std::time_t(unix_s);
   std::tm tm{};

@@ -2,67 +2,35 @@
 // every kiln process sharing the state directory can write records through its own connection.
 #include "traces/trace_store.h"
 
-#include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "db/migrate.h"
+#include "db/statement.h"
+#include "db/transaction.h"
 #include "traces/trace_util.h"
 
 namespace kiln::traces {
 
 namespace {
 
-// A statement that finalizes itself.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql) { rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &st_, nullptr); }
-  ~Stmt() { sqlite3_finalize(st_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return rc_ == SQLITE_OK; }
-  void bind(int i, const std::string& s) { sqlite3_bind_text(st_, i, s.data(), int(s.size()), SQLITE_TRANSIENT); }
-  void bind(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); }
-  void bind_null(int i) { sqlite3_bind_null(st_, i); }
-  template <class T>
-  void bind(int i, const std::optional<T>& v) {
-    if (v) bind(i, static_cast<std::conditional_t<std::is_integral_v<T>, int64_t, const T&>>(*v));
-    else bind_null(i);
-  }
-  void bind_json(int i, const nlohmann::json& j);
-  int step() { return sqlite3_step(st_); }
-  bool is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
-  int64_t int64(int col) const { return sqlite3_column_int64(st_, col); }
-  std::string text(int col) const {
-    auto p = reinterpret_cast<const char*>(sqlite3_column_text(st_, col));
-    return p ? std::string(p) : std::string();
-  }
-  std::optional<std::string> opt_text(int col) const { return is_null(col) ? std::nullopt : std::optional(text(col)); }
-  std::optional<int64_t> opt_int(int col) const { return is_null(col) ? std::nullopt : std::optional(int64(col)); }
-  nlohmann::json json(int col) const {
-    if (is_null(col)) return nullptr;
-    auto j = nlohmann::json::parse(text(col), nullptr, /*allow_exceptions=*/false);
-    return j.is_discarded() ? nlohmann::json() : j;
-  }
-
- private:
-  sqlite3_stmt* st_ = nullptr;
-  int rc_ = SQLITE_ERROR;
-};
-
-void Stmt::bind_json(int i, const nlohmann::json& j) {
-  if (j.is_null()) return bind_null(i);
+void bind_json(db::Statement& st, int i, const nlohmann::json& j) {
+  if (j.is_null()) return st.bind_null(i);
   try {
     // Invalid UTF-8 in a command line or a test message must not lose the whole record.
-    bind(i, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    st.bind(i, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } catch (const nlohmann::json::exception&) {
-    bind_null(i);
+    st.bind_null(i);
   }
+}
+
+nlohmann::json column_json(const db::Statement& st, int col) {
+  if (st.is_null(col)) return nullptr;
+  auto j = nlohmann::json::parse(st.text(col), nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? nlohmann::json() : j;
 }
 
 constexpr const char* kColumns =
@@ -70,17 +38,17 @@ constexpr const char* kColumns =
     " duration_ms, exit_code, signal, stop_reason, resources, output, cleanup, tests, result, error,"
     " COALESCE(principal, '') FROM traces ";
 
-TraceRecord row_to_record(const Stmt& s) {
+TraceRecord row_to_record(const db::Statement& s) {
   TraceRecord r;
   r.id = s.text(0);
   r.kind = s.text(1);
   r.workspace_id = s.text(2);
   r.parent_id = s.opt_text(3);
   r.name = s.text(4);
-  r.client = s.json(5);
+  r.client = column_json(s, 5);
   r.command = s.text(6);
   r.cwd = s.text(7);
-  r.policy = s.json(8);
+  r.policy = column_json(s, 8);
   r.status = s.text(9);
   r.started_at = s.text(10);
   r.ended_at = s.opt_text(11);
@@ -88,22 +56,14 @@ TraceRecord row_to_record(const Stmt& s) {
   if (auto v = s.opt_int(13)) r.exit_code = int(*v);
   if (auto v = s.opt_int(14)) r.signal = int(*v);
   r.stop_reason = s.text(15);
-  r.resources = s.json(16);
-  r.output = s.json(17);
-  r.cleanup = s.json(18);
-  r.tests = s.json(19);
-  r.result = s.json(20);
+  r.resources = column_json(s, 16);
+  r.output = column_json(s, 17);
+  r.cleanup = column_json(s, 18);
+  r.tests = column_json(s, 19);
+  r.result = column_json(s, 20);
   r.error = s.text(21);
   r.principal = s.text(22);
   return r;
-}
-
-Error db_error(sqlite3* db, std::string_view what) {
-  // SQLITE_FULL is a full disk under the state directory: say what to do about it.
-  const char* hint = sqlite3_errcode(db) == SQLITE_FULL
-                         ? "; the state directory is full: free space there or set KILN_HOME to a folder on a larger disk"
-                         : "";
-  return Error{Errc::io, fmt::format("trace store: {} failed: {}{}", what, sqlite3_errmsg(db), hint)};
 }
 
 bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
@@ -135,88 +95,29 @@ Result<std::unique_ptr<TraceStore>> TraceStore::open(const std::string& state_di
   ::chmod(state_dir.c_str(), 0700);
   ::chmod((state_dir + "/traces").c_str(), 0700);
   std::unique_ptr<TraceStore> store(new TraceStore(state_dir));
-  std::string path = state_dir + "/traces.db";
-  // Created 0600 before SQLite sees it: SQLite gives its -wal and -shm files the same mode.
-  if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) {
-    ::fchmod(fd, 0600);
-    ::close(fd);
-  }
-  int rc = sqlite3_open_v2(path.c_str(), &store->db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    return fail(Errc::io, fmt::format("cannot open trace database {}: {}", path,
-                                      store->db_ ? sqlite3_errmsg(store->db_) : "out of memory"));
-  }
-  sqlite3_busy_timeout(store->db_, 5000);
-  if (auto r = store->exec("PRAGMA synchronous=NORMAL;"); !r) return std::unexpected(r.error());
-  // journal_mode=WAL persists in the file, so only a new database needs the switch (a write).
-  auto is_wal = [&] {
-    Stmt mode(store->db_, "PRAGMA journal_mode");
-    return mode.ok() && mode.step() == SQLITE_ROW && mode.text(0) == "wal";
+  static constexpr db::Migration kSchema[] = {
+      {1,
+       "CREATE TABLE IF NOT EXISTS traces ("
+       "  id TEXT PRIMARY KEY, kind TEXT NOT NULL, workspace_id TEXT NOT NULL, parent_id TEXT,"
+       "  name TEXT NOT NULL DEFAULT '', client TEXT, command TEXT NOT NULL DEFAULT '',"
+       "  cwd TEXT NOT NULL DEFAULT '', policy TEXT, status TEXT NOT NULL, started_at TEXT NOT NULL,"
+       "  ended_at TEXT, duration_ms INTEGER, exit_code INTEGER, signal INTEGER,"
+       "  stop_reason TEXT NOT NULL DEFAULT '', resources TEXT, output TEXT, cleanup TEXT, tests TEXT,"
+       "  result TEXT, error TEXT NOT NULL DEFAULT '',"
+       "  owner_pid INTEGER, owner_start INTEGER, owner_boot TEXT, owner_pidns TEXT);"
+       "CREATE INDEX IF NOT EXISTS traces_by_time ON traces(started_at, id);"
+       "CREATE INDEX IF NOT EXISTS traces_by_workspace ON traces(workspace_id, started_at, id);"
+       "CREATE INDEX IF NOT EXISTS traces_by_parent ON traces(parent_id);"
+       "CREATE INDEX IF NOT EXISTS traces_running ON traces(status) WHERE status = 'running';"},
+      // The principal a run was for. Older rows keep NULL: they were all the local user's.
+      {2, "ALTER TABLE traces ADD COLUMN principal TEXT;"},
   };
-  if (!is_wal()) {
-    // Two processes creating the database at once: the loser's switch may fail, the winner's holds.
-    if (auto r = store->exec("PRAGMA journal_mode=WAL;"); !r && !is_wal()) return std::unexpected(r.error());
-  }
-  if (auto r = store->migrate(); !r) return std::unexpected(r.error());
+  auto db = db::Database::open(state_dir + "/traces.db",
+                               {.label = "trace", .busy_timeout_ms = 5000, .private_file = true, .schema = kSchema});
+  if (!db) return std::unexpected(db.error());
+  store->db_ = std::move(*db);
   if (auto r = store->mark_orphans_interrupted(); !r) return std::unexpected(r.error());
   return store;
-}
-
-TraceStore::~TraceStore() {
-  if (db_) sqlite3_close(db_);
-}
-
-Result<void> TraceStore::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return fail(Errc::io, "trace store: " + msg);
-  }
-  return {};
-}
-
-Result<void> TraceStore::migrate() {
-  // An up-to-date database is only read: start-up should not cost a write.
-  auto version = [&] {
-    Stmt ver(db_, "PRAGMA user_version");
-    return ver.ok() && ver.step() == SQLITE_ROW ? ver.int64(0) : 0;
-  };
-  constexpr int kCurrent = 2;
-  if (version() >= kCurrent) return {};
-  std::lock_guard lock(mu_);
-  if (auto r = exec("BEGIN IMMEDIATE;"); !r) return r;
-  const auto found = version();
-  if (found >= kCurrent) return exec("COMMIT;");  // another process migrated while we waited
-  // Version 2: the principal a run was for. Older rows keep NULL: they were all the local user's.
-  if (found == 1) {
-    auto r = exec("ALTER TABLE traces ADD COLUMN principal TEXT; PRAGMA user_version = 2;");
-    if (!r) {
-      (void)exec("ROLLBACK;");
-      return r;
-    }
-    return exec("COMMIT;");
-  }
-  auto r = exec(
-      "CREATE TABLE IF NOT EXISTS traces ("
-      "  id TEXT PRIMARY KEY, kind TEXT NOT NULL, workspace_id TEXT NOT NULL, parent_id TEXT,"
-      "  name TEXT NOT NULL DEFAULT '', client TEXT, command TEXT NOT NULL DEFAULT '',"
-      "  cwd TEXT NOT NULL DEFAULT '', policy TEXT, status TEXT NOT NULL, started_at TEXT NOT NULL,"
-      "  ended_at TEXT, duration_ms INTEGER, exit_code INTEGER, signal INTEGER,"
-      "  stop_reason TEXT NOT NULL DEFAULT '', resources TEXT, output TEXT, cleanup TEXT, tests TEXT,"
-      "  result TEXT, error TEXT NOT NULL DEFAULT '',"
-      "  owner_pid INTEGER, owner_start INTEGER, owner_boot TEXT, owner_pidns TEXT, principal TEXT);"
-      "CREATE INDEX IF NOT EXISTS traces_by_time ON traces(started_at, id);"
-      "CREATE INDEX IF NOT EXISTS traces_by_workspace ON traces(workspace_id, started_at, id);"
-      "CREATE INDEX IF NOT EXISTS traces_by_parent ON traces(parent_id);"
-      "CREATE INDEX IF NOT EXISTS traces_running ON traces(status) WHERE status = 'running';"
-      "PRAGMA user_version = 2;");
-  if (!r) {
-    (void)exec("ROLLBACK;");
-    return r;
-  }
-  return exec("COMMIT;");
 }
 
 std::string TraceStore::clean(std::string_view s) const { return scrub_ ? scrub_(s) : std::string(s); }
@@ -267,30 +168,30 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   const auto& self = detail::self_identity();
   for (int attempt = 0;; ++attempt) {
     r.id = detail::random_trace_id();
-    Stmt ins(db_,
-             "INSERT INTO traces(id, kind, workspace_id, parent_id, name, client, command, cwd, policy, status,"
-             " started_at, result, owner_pid, owner_start, owner_boot, owner_pidns, principal)"
-             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
-    if (!ins.ok()) return std::unexpected(db_error(db_, "insert"));
+    db::Statement ins(db_,
+                      "INSERT INTO traces(id, kind, workspace_id, parent_id, name, client, command, cwd, policy,"
+                      " status, started_at, result, owner_pid, owner_start, owner_boot, owner_pidns, principal)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
     ins.bind(1, r.id);
     ins.bind(2, r.kind);
     ins.bind(3, r.workspace_id);
     ins.bind(4, r.parent_id);
     ins.bind(5, r.name);
-    ins.bind_json(6, r.client);
+    bind_json(ins, 6, r.client);
     ins.bind(7, r.command);
     ins.bind(8, r.cwd);
-    ins.bind_json(9, r.policy);
+    bind_json(ins, 9, r.policy);
     ins.bind(10, r.started_at);
-    ins.bind_json(11, r.result);
+    bind_json(ins, 11, r.result);
     ins.bind(12, self.pid);
     ins.bind(13, self.start_time);
     ins.bind(14, self.boot_id);
     ins.bind(15, self.pid_ns);
     if (r.principal.empty()) ins.bind_null(16); else ins.bind(16, r.principal);  // NULL: the local user's, as before
-    int rc = ins.step();
-    if (rc == SQLITE_DONE) return r;
-    if (rc != SQLITE_CONSTRAINT || attempt == 3) return std::unexpected(db_error(db_, "insert"));
+    auto added = ins.run("insert");
+    if (added) return r;
+    // A constraint can only be the id: another record drew the same one.
+    if (added.error().code != Errc::conflict || attempt == 3) return std::unexpected(added.error());
   }
 }
 
@@ -305,12 +206,11 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   if ((*cur)->status != "running")
     return fail(Errc::conflict, fmt::format("trace {} has already ended ({})", id, (*cur)->status));
   std::string ended = now_iso8601();
-  Stmt upd(db_,
-           "UPDATE traces SET status = ?2, ended_at = ?3, duration_ms = ?4, exit_code = ?5, signal = ?6,"
-           " stop_reason = ?7, resources = ?8, output = ?9, cleanup = ?10, tests = ?11,"
-           " result = COALESCE(?12, result), error = ?13, policy = COALESCE(?14, policy)"
-           " WHERE id = ?1 AND status = 'running'");
-  if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
+  db::Statement upd(db_,
+                    "UPDATE traces SET status = ?2, ended_at = ?3, duration_ms = ?4, exit_code = ?5, signal = ?6,"
+                    " stop_reason = ?7, resources = ?8, output = ?9, cleanup = ?10, tests = ?11,"
+                    " result = COALESCE(?12, result), error = ?13, policy = COALESCE(?14, policy)"
+                    " WHERE id = ?1 AND status = 'running'");
   upd.bind(1, id);
   upd.bind(2, f.status);
   upd.bind(3, ended);
@@ -318,28 +218,27 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   upd.bind(5, f.exit_code);
   upd.bind(6, f.signal);
   upd.bind(7, f.stop_reason);
-  upd.bind_json(8, clean_json(f.resources));
-  upd.bind_json(9, clean_json(f.output));
-  upd.bind_json(10, clean_json(f.cleanup));
-  upd.bind_json(11, clean_json(f.tests));
-  upd.bind_json(12, clean_json(f.result));
+  bind_json(upd, 8, clean_json(f.resources));
+  bind_json(upd, 9, clean_json(f.output));
+  bind_json(upd, 10, clean_json(f.cleanup));
+  bind_json(upd, 11, clean_json(f.tests));
+  bind_json(upd, 12, clean_json(f.result));
   upd.bind(13, clean(f.error));
-  upd.bind_json(14, clean_json(f.policy));
-  if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
-  if (sqlite3_changes(db_) == 0) return fail(Errc::conflict, fmt::format("trace {} has already ended", id));
+  bind_json(upd, 14, clean_json(f.policy));
+  auto changed = upd.run("update");
+  if (!changed) return std::unexpected(changed.error());
+  if (*changed == 0) return fail(Errc::conflict, fmt::format("trace {} has already ended", id));
   return {};
 }
 
 Result<void> TraceStore::update_result(const std::string& id, const nlohmann::json& result) {
   std::lock_guard lock(mu_);
-  {
-    Stmt upd(db_, "UPDATE traces SET result = ?2 WHERE id = ?1 AND status = 'running'");
-    if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
-    upd.bind(1, id);
-    upd.bind_json(2, clean_json(result));
-    if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
-  }
-  if (sqlite3_changes(db_) == 1) return {};
+  db::Statement upd(db_, "UPDATE traces SET result = ?2 WHERE id = ?1 AND status = 'running'");
+  upd.bind(1, id);
+  bind_json(upd, 2, clean_json(result));
+  auto changed = upd.run("update");
+  if (!changed) return std::unexpected(changed.error());
+  if (*changed == 1) return {};
   auto cur = get_locked(id);
   if (!cur) return std::unexpected(cur.error());
   if (!*cur) return std::unexpected(not_found(id));
@@ -351,18 +250,16 @@ Result<void> TraceStore::set_tests(const std::string& id, const nlohmann::json& 
   if (!one_of(status, {"pass", "fail", "error", "interrupted"}))
     return fail(Errc::invalid_argument, fmt::format("a trace ends as pass, fail, error or interrupted, not '{}'", status));
   std::lock_guard lock(mu_);
-  {
-    Stmt upd(db_,
-             "UPDATE traces SET tests = ?2, status = ?3, error = CASE WHEN ?4 = '' THEN error ELSE ?4 END"
-             " WHERE id = ?1 AND status != 'running'");
-    if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
-    upd.bind(1, id);
-    upd.bind_json(2, clean_json(tests));
-    upd.bind(3, status);
-    upd.bind(4, clean(error));
-    if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
-  }
-  if (sqlite3_changes(db_) == 1) return {};
+  db::Statement upd(db_,
+                    "UPDATE traces SET tests = ?2, status = ?3, error = CASE WHEN ?4 = '' THEN error ELSE ?4 END"
+                    " WHERE id = ?1 AND status != 'running'");
+  upd.bind(1, id);
+  bind_json(upd, 2, clean_json(tests));
+  upd.bind(3, status);
+  upd.bind(4, clean(error));
+  auto changed = upd.run("update");
+  if (!changed) return std::unexpected(changed.error());
+  if (*changed == 1) return {};
   auto cur = get_locked(id);
   if (!cur) return std::unexpected(cur.error());
   if (!*cur) return std::unexpected(not_found(id));
@@ -371,12 +268,12 @@ Result<void> TraceStore::set_tests(const std::string& id, const nlohmann::json& 
 
 Result<void> TraceStore::set_cleanup(const std::string& id, const nlohmann::json& cleanup) {
   std::lock_guard lock(mu_);
-  Stmt upd(db_, "UPDATE traces SET cleanup = ?2 WHERE id = ?1");
-  if (!upd.ok()) return std::unexpected(db_error(db_, "update"));
+  db::Statement upd(db_, "UPDATE traces SET cleanup = ?2 WHERE id = ?1");
   upd.bind(1, id);
-  upd.bind_json(2, clean_json(cleanup));
-  if (upd.step() != SQLITE_DONE) return std::unexpected(db_error(db_, "update"));
-  if (sqlite3_changes(db_) == 0) return std::unexpected(not_found(id));
+  bind_json(upd, 2, clean_json(cleanup));
+  auto changed = upd.run("update");
+  if (!changed) return std::unexpected(changed.error());
+  if (*changed == 0) return std::unexpected(not_found(id));
   return {};
 }
 
@@ -387,13 +284,12 @@ Result<std::optional<TraceRecord>> TraceStore::get(const std::string& id) {
 
 Result<std::optional<TraceRecord>> TraceStore::get_locked(const std::string& id) {
   if (!detail::valid_trace_id(id)) return std::optional<TraceRecord>();
-  Stmt sel(db_, std::string(kColumns) + "WHERE id = ?1");
-  if (!sel.ok()) return std::unexpected(db_error(db_, "select"));
+  db::Statement sel(db_, std::string(kColumns) + "WHERE id = ?1");
   sel.bind(1, id);
-  int rc = sel.step();
-  if (rc == SQLITE_ROW) return std::optional<TraceRecord>(row_to_record(sel));
-  if (rc == SQLITE_DONE) return std::optional<TraceRecord>();
-  return std::unexpected(db_error(db_, "select"));
+  auto row = sel.next("select");
+  if (!row) return std::unexpected(row.error());
+  if (!*row) return std::optional<TraceRecord>();
+  return std::optional<TraceRecord>(row_to_record(sel));
 }
 
 Result<TracePage> TraceStore::list(const TraceQuery& q) {
@@ -451,13 +347,11 @@ Result<TracePage> TraceStore::list(const TraceQuery& q) {
   }
   sql += fmt::format(" ORDER BY started_at DESC, id DESC LIMIT {}", limit + 1);
   std::lock_guard lock(mu_);
-  Stmt sel(db_, sql);
-  if (!sel.ok()) return std::unexpected(db_error(db_, "select"));
+  db::Statement sel(db_, sql);
   for (size_t i = 0; i < args.size(); ++i) sel.bind(int(i + 1), args[i]);
   TracePage page;
-  int rc;
-  while ((rc = sel.step()) == SQLITE_ROW) page.records.push_back(row_to_record(sel));
-  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select"));
+  if (auto r = sel.each("select", [&] { page.records.push_back(row_to_record(sel)); }); !r)
+    return std::unexpected(r.error());
   if (page.records.size() > size_t(limit)) {
     page.records.resize(size_t(limit));
     const auto& last = page.records.back();
@@ -468,15 +362,14 @@ Result<TracePage> TraceStore::list(const TraceQuery& q) {
 
 Result<TraceCounts> TraceStore::count(const std::string& workspace_id, const PrincipalFilter& who) {
   std::lock_guard lock(mu_);
-  Stmt sel(db_, "SELECT status, COUNT(*) FROM traces WHERE parent_id IS NULL AND (?1 = '' OR workspace_id = ?1)"
-                " AND (?2 = '' OR principal = ?2 OR (?3 AND principal IS NULL)) GROUP BY status");
-  if (!sel.ok()) return std::unexpected(db_error(db_, "count"));
+  db::Statement sel(db_,
+                    "SELECT status, COUNT(*) FROM traces WHERE parent_id IS NULL AND (?1 = '' OR workspace_id = ?1)"
+                    " AND (?2 = '' OR principal = ?2 OR (?3 AND principal IS NULL)) GROUP BY status");
   sel.bind(1, workspace_id);
   sel.bind(2, who.principal);
   sel.bind(3, int64_t(who.include_unrecorded ? 1 : 0));
   TraceCounts c;
-  int rc;
-  while ((rc = sel.step()) == SQLITE_ROW) {
+  auto counted = sel.each("count", [&] {
     std::string status = sel.text(0);
     int64_t n = sel.int64(1);
     c.total += n;
@@ -485,8 +378,8 @@ Result<TraceCounts> TraceStore::count(const std::string& workspace_id, const Pri
     else if (status == "fail") c.fail = n;
     else if (status == "error") c.error = n;
     else if (status == "interrupted") c.interrupted = n;
-  }
-  if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "count"));
+  });
+  if (!counted) return std::unexpected(counted.error());
   return c;
 }
 
@@ -497,35 +390,31 @@ Result<int> TraceStore::mark_orphans_interrupted() {
   };
   std::vector<Orphan> orphans;
   {
-    Stmt sel(db_, "SELECT id, started_at, owner_pid, owner_start, owner_boot, owner_pidns FROM traces"
-                  " WHERE status = 'running'");
-    if (!sel.ok()) return std::unexpected(db_error(db_, "select"));
-    int rc;
-    while ((rc = sel.step()) == SQLITE_ROW) {
+    db::Statement sel(db_, "SELECT id, started_at, owner_pid, owner_start, owner_boot, owner_pidns FROM traces"
+                           " WHERE status = 'running'");
+    auto scanned = sel.each("select", [&] {
       detail::ProcessIdentity owner{sel.int64(2), sel.int64(3), sel.text(4), sel.text(5)};
       if (detail::owner_gone(owner)) orphans.push_back({sel.text(0), sel.text(1)});
-    }
-    if (rc != SQLITE_DONE) return std::unexpected(db_error(db_, "select"));
+    });
+    if (!scanned) return std::unexpected(scanned.error());
   }
   if (orphans.empty()) return 0;
-  if (auto r = exec("BEGIN IMMEDIATE;"); !r) return std::unexpected(r.error());
+  db::Transaction tx(db_);
+  if (auto r = tx.begin(); !r) return std::unexpected(r.error());
   int marked = 0;
   const std::string now = now_iso8601();
   for (const auto& o : orphans) {
     // status = 'running' again: another process may have marked (or its owner finished) it meanwhile.
-    Stmt upd(db_, "UPDATE traces SET status = 'interrupted', stop_reason = 'interrupted', ended_at = ?2,"
-                  " duration_ms = ?3 WHERE id = ?1 AND status = 'running'");
+    db::Statement upd(db_, "UPDATE traces SET status = 'interrupted', stop_reason = 'interrupted', ended_at = ?2,"
+                           " duration_ms = ?3 WHERE id = ?1 AND status = 'running'");
     upd.bind(1, o.id);
     upd.bind(2, now);
     upd.bind(3, duration_between(o.started_at, now));
-    if (!upd.ok() || upd.step() != SQLITE_DONE) {
-      Error e = db_error(db_, "update");
-      (void)exec("ROLLBACK;");
-      return std::unexpected(e);
-    }
-    marked += sqlite3_changes(db_);
+    auto changed = upd.run("update");
+    if (!changed) return std::unexpected(changed.error());
+    marked += int(*changed);
   }
-  if (auto r = exec("COMMIT;"); !r) return std::unexpected(r.error());
+  if (auto r = tx.commit(); !r) return std::unexpected(r.error());
   return marked;
 }
 

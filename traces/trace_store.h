@@ -15,8 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-
-struct sqlite3;
+#include "db/database.h"
 
 namespace kiln::traces {
 
@@ -138,7 +137,6 @@ class TraceStore {
   // Creates <state_dir> (0700) and <state_dir>/traces.db (0600), migrates the schema, and marks
   // interrupted the running records of processes that are gone.
   static Result<std::unique_ptr<TraceStore>> open(const std::string& state_dir);
-  ~TraceStore();
   TraceStore(const TraceStore&) = delete;
   TraceStore& operator=(const TraceStore&) = delete;
 
@@ -180,8 +178,6 @@ class TraceStore {
 
  private:
   explicit TraceStore(std::string dir) : dir_(std::move(dir)) {}
-  Result<void> migrate();
-  Result<void> exec(const char* sql);
   Result<std::optional<TraceRecord>> get_locked(const std::string& id);
   Result<std::string> stream_path(const std::string& id, const std::string& stream);
   std::optional<uint64_t> cached_line(const std::string& key);
@@ -193,7 +189,7 @@ class TraceStore {
 
   std::string dir_;
   Scrubber scrub_;
-  sqlite3* db_ = nullptr;
+  db::Database db_;
   std::mutex mu_;  // one connection, one statement sequence at a time
   // Line number at each grep's next_offset, so a continued grep need not recount from byte 0;
   // output files only grow, so a prefix's line count never changes.

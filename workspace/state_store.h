@@ -9,8 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-
-struct sqlite3;
+#include "db/database.h"
 
 namespace kiln::workspace {
 
@@ -32,7 +31,6 @@ class StateStore {
  public:
   // Creates the directory (0700) and the database if missing, and migrates the schema.
   static Result<std::unique_ptr<StateStore>> open(const std::string& state_dir);
-  ~StateStore();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
@@ -47,11 +45,9 @@ class StateStore {
 
  private:
   explicit StateStore(std::string dir) : dir_(std::move(dir)) {}
-  Result<void> migrate();
-  Result<void> exec(const char* sql);
 
   std::string dir_;
-  sqlite3* db_ = nullptr;
+  db::Database db_;
   std::mutex mu_;  // one connection, one statement at a time
 };
 

@@ -1,0 +1,87 @@
+// Opening a store's database: the file mode, the connection flags and the pragmas every store
+// relies on, and the wording of the errors a store hands to its callers.
+#include "db/database.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "db/migrate.h"
+#include "db/statement.h"
+
+namespace kiln::db {
+
+namespace {
+
+bool is_wal(Database& db) {
+  Statement mode(db, "PRAGMA journal_mode");
+  auto row = mode.next("journal_mode");
+  return row && *row && mode.text(0) == "wal";
+}
+
+}  // namespace
+
+Result<Database> Database::open(const std::string& path, const OpenOptions& options) {
+  if (options.private_file) {
+    if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) {
+      ::fchmod(fd, 0600);
+      ::close(fd);
+    }
+  }
+  Database db;
+  db.label_ = options.label;
+  int rc = sqlite3_open_v2(path.c_str(), &db.db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    return fail(Errc::io, "cannot open " + options.label + " database " + path + ": " +
+                              (db.db_ ? sqlite3_errmsg(db.db_) : "out of memory"));
+  }
+  sqlite3_busy_timeout(db.db_, options.busy_timeout_ms);
+  if (auto r = db.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"); !r) return std::unexpected(r.error());
+  // journal_mode=WAL persists in the file, so only a new database needs the switch (a write).
+  if (!is_wal(db)) {
+    // Two processes creating the database at once: the loser's switch may fail, the winner's holds.
+    if (auto r = db.exec("PRAGMA journal_mode=WAL;"); !r && !is_wal(db)) return std::unexpected(r.error());
+  }
+  if (auto r = migrate(db, options.schema); !r) return std::unexpected(r.error());
+  return db;
+}
+
+Database::~Database() {
+  if (db_) sqlite3_close(db_);
+}
+
+Database::Database(Database&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), label_(std::move(other.label_)) {}
+
+Database& Database::operator=(Database&& other) noexcept {
+  if (this != &other) {
+    if (db_) sqlite3_close(db_);
+    db_ = std::exchange(other.db_, nullptr);
+    label_ = std::move(other.label_);
+  }
+  return *this;
+}
+
+Result<void> Database::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return fail(Errc::io, label_ + " store: " + msg);
+  }
+  return {};
+}
+
+Error Database::error(std::string_view what) const {
+  std::string msg = label_ + " store: " + std::string(what) + " failed: " + sqlite3_errmsg(db_);
+  // SQLITE_FULL is a full disk under the state directory: say what to do about it.
+  if (sqlite3_errcode(db_) == SQLITE_FULL)
+    msg += "; the state directory is full: free space there or set KILN_HOME to a folder on a larger disk";
+  return Error{Errc::io, std::move(msg)};
+}
+
+}  // namespace kiln::db
