@@ -1,0 +1,94 @@
+// The composition of one MCP server process (see mcp_runtime.h). Everything here lives until the
+// process exits: sessions hold references into it and transports leave with _Exit.
+#include "cli/mcp_runtime.h"
+
+#include <chrono>
+#include <memory>
+
+#include "artifacts/artifact_store.h"
+#include "sandbox/manager.h"
+#include "runs/run_tracing.h"
+#include "mcp/tool_registry.h"
+#include "cli/commands.h"
+#include "tools/tools.h"
+#include "tools/publish.h"
+#include "tools/trace_resources.h"
+#include "runs/trace_hub.h"
+#include "traces/trace_store.h"
+#include "workspace/state_store.h"
+
+namespace kiln::server {
+
+namespace {
+
+void fill_registry(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, RunTracer* tracer,
+                   artifacts::ArtifactStore* artifacts) {
+  register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr, artifacts);
+  register_file_tools(registry);
+  register_search_tools(registry);
+  register_sandbox_tools(registry, sandboxes, tracer);
+  if (tracer) register_trace_tools(registry, *tracer, sandboxes);
+  if (tracer && artifacts) register_publish_tools(registry, *tracer, *artifacts);
+  registry.check_complete();
+}
+
+// Member order is construction order: the tracer needs the trace store, hub and sandboxes.
+struct Runtime {
+  std::unique_ptr<workspace::StateStore> store;
+  std::unique_ptr<sandbox::SandboxManager> sandboxes;
+  std::unique_ptr<traces::TraceStore> traces;
+  TraceHub trace_hub;
+  std::unique_ptr<RunTracer> tracer;
+  std::unique_ptr<artifacts::ArtifactStore> artifacts;
+  ToolRegistry registry;
+  ResourceProvider trace_family;
+  std::unique_ptr<ServerContext> context;
+};
+
+}  // namespace
+
+Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
+  // Never destroyed: handlers that ignored cancellation may still hold references at exit.
+  static Runtime* rt = nullptr;
+  if (rt) return fail(Errc::internal, "the MCP runtime was opened twice");
+  auto owned = std::make_unique<Runtime>();
+
+  auto store = workspace::StateStore::open(options.state_dir);  // makes the state dir (0700)
+  if (!store) return std::unexpected(store.error());
+  owned->store = std::move(*store);
+
+  sandbox::ManagerOptions sandbox_options;
+  sandbox_options.state_dir = options.state_dir;
+  sandbox_options.helper_path = default_helper_path();
+  sandbox_options.allow_unsandboxed = options.allow_unsandboxed;
+  sandbox_options.idle_timeout = std::chrono::seconds(options.sandbox_idle_s);
+  sandbox_options.ceilings = options.ceilings;
+  owned->sandboxes = std::make_unique<sandbox::SandboxManager>(sandbox_options);
+
+  // Opening the trace store also marks runs of dead servers as interrupted.
+  auto traces = traces::TraceStore::open(options.state_dir);
+  if (!traces) return std::unexpected(traces.error());
+  owned->traces = std::move(*traces);
+  owned->tracer = std::make_unique<RunTracer>(*owned->traces, &owned->trace_hub, owned->sandboxes.get());
+
+  auto artifacts = artifacts::ArtifactStore::open(options.state_dir);
+  if (!artifacts) return std::unexpected(artifacts.error());
+  owned->artifacts = std::move(*artifacts);
+
+  rt = owned.release();
+  // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
+  // meanwhile (tools/list and tools/call wait for it).
+  rt->registry.populate_in_background([](ToolRegistry& r) {
+    fill_registry(r, *rt->sandboxes, rt->tracer.get(), rt->artifacts.get());
+  });
+  rt->context = std::make_unique<ServerContext>(ServerContext{*rt->store, rt->registry, {}});
+  ServerContext& server = *rt->context;
+  server.options.startup_workspace = options.startup_workspace;
+  server.options.allow_unsandboxed = options.allow_unsandboxed;
+  server.options.sandbox_idle_s = options.sandbox_idle_s;
+  rt->trace_family = trace_resources(*rt->traces, &rt->trace_hub);
+  server.resources.push_back(&rt->trace_family);
+  return &server;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,27 @@
+// What every MCP transport of one process shares, wired once: state store, sandboxes, traces,
+// artifacts and the tool registry. `kiln mcp` (stdio) and `kiln serve --mcp` (Streamable HTTP)
+// both start from here, so no transport builds its own copy of the server.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "sandbox/host_budget.h"
+#include "mcp/session.h"
+
+namespace kiln::server {
+
+struct McpRuntimeOptions {
+  std::string state_dir;
+  std::string startup_workspace;  // --workspace PATH, opened when a client offers no roots
+  bool allow_unsandboxed = false;
+  int sandbox_idle_s = 1800;
+  sandbox::HostCeilings ceilings;  // --max-sandboxes, --max-sandbox-memory-mb, ... (0: this host's default)
+};
+
+// Opens the stores and the sandbox manager for the rest of the process (tool handlers and the
+// sandbox reaper use them until exit) and starts filling the tool registry in the background.
+// Call it once, before any session exists. The context's options are the caller's to adjust.
+Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options);
+
+}  // namespace kiln::server

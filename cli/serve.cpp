@@ -1,0 +1,231 @@
+// `kiln serve` start-up: open the artifact store (and with --mcp the MCP runtime and its bearer
+// tokens: --token-file's, else the state directory's own, never none), bind, announce the URL in
+// <state>/serve.json (atomically, after the bind, so whoever reads it can connect at once), serve, clean up.
+#include "cli/serve.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/rotating_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "artifacts/artifact_store.h"
+#include "core/fast_exit.h"
+#include "serve/serve_cache.h"
+#include "http/server.h"
+#include "mcp/logging.h"
+#include "mcp/http/transport.h"
+#include "cli/mcp_runtime.h"
+#include "mcp/http/token.h"
+#include "mcp/principal.h"
+#include "serve/daemon.h"
+
+namespace kiln::server {
+namespace {
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The daemon logs one line per request: buffer them and flush each second (and at once for
+// warnings) rather than a write(2) per line, and rotate (3 x 10 MiB) so a busy server's log stays
+// bounded.
+void daemon_logging(const std::string& state_dir, const std::string& level) {
+  try {
+    auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(state_dir + "/serve.log", 10 << 20, 3);
+    sink->set_pattern("kiln %Y-%m-%dT%H:%M:%S.%e %l: %v");
+    auto logger = std::make_shared<spdlog::logger>("kiln", sink);
+    logger->set_level(level == "debug" ? spdlog::level::debug
+                      : level == "warning" || level == "warn" ? spdlog::level::warn
+                      : level == "error" ? spdlog::level::err
+                                         : spdlog::level::info);
+    logger->flush_on(spdlog::level::warn);
+    spdlog::set_default_logger(logger);
+    spdlog::flush_every(std::chrono::seconds(1));
+  } catch (const spdlog::spdlog_ex& e) {
+    spdlog::warn("serve: cannot log to {}/serve.log ({}); logging to stderr", state_dir, e.what());
+  }
+}
+
+std::string url_host(const std::string& host) {
+  if (host == "0.0.0.0") return "127.0.0.1";
+  if (host == "::") return "[::1]";
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+}  // namespace
+
+int serve_command(const ServeOptions& options, const std::string& state_dir_in) {
+  // Started by `kiln mcp`, we may inherit its blocked termination signals; a dead client's
+  // socket must not kill us through sendfile's SIGPIPE.
+  sigset_t term;
+  sigemptyset(&term);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&term, sig);
+  ::pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  // main() has already made it ours and 0700 (workspace::secure_state_dir); this is its real path.
+  char real[PATH_MAX];
+  std::string state_dir = ::realpath(state_dir_in.c_str(), real) ? std::string(real) : state_dir_in;
+  if (options.daemon) daemon_logging(state_dir, options.log_level);
+
+  auto store = artifacts::ArtifactStore::open(state_dir);
+  if (!store) {
+    spdlog::error("serve: {}", store.error().message);
+    std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());
+    return 1;
+  }
+  // Once the MCP runtime runs (its tool registry fills on a thread of its own), returning through
+  // exit() would destroy statics under that thread: every later failure leaves with _Exit.
+  bool runtime_open = false;
+  auto refuse = [&runtime_open](const std::string& message) {
+    spdlog::error("serve: {}", message);
+    std::fprintf(stderr, "kiln: %s\n", message.c_str());
+    if (runtime_open) {
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);
+      kiln::fast_exit(1);
+    }
+    return 1;
+  };
+  auto no_token_message = [](const std::string& where) {
+    return fmt::format(
+        "refusing to serve MCP on {}: anyone who can reach it could run commands in your workspaces. Pass "
+        "--token-file FILE (one bearer token per line, at least 32 characters, e.g. from 'openssl rand -hex 32'; "
+        "chmod 600), or listen on 127.0.0.1 (where the token in the state directory's mcp-token is used)",
+        where);
+  };
+  // Every /mcp request carries a credential, on every bind: the --token-file's tokens (each
+  // acting for its name), else the state directory's own token, acting for the local user.
+  std::optional<mcp_http::TokenSet> tokens;
+  std::string token_source;
+  if (!options.token_file.empty()) {
+    auto loaded = mcp_http::TokenSet::load(options.token_file);
+    if (!loaded) return refuse(loaded.error().message);
+    if (!options.mcp) spdlog::warn("serve: --token-file only guards /mcp, which needs --mcp; it is unused");
+    tokens = std::move(*loaded);
+    token_source = options.token_file;
+  }
+  if (options.mcp && !tokens) {
+    // The generated token is this user's, for this machine: a bind other machines can reach
+    // must name its clients in a --token-file.
+    auto where = http::parse_listen(options.listen);  // a bad --listen is reported by the bind below
+    if (where && !mcp_http::is_loopback_address(where->host)) return refuse(no_token_message(options.listen));
+    auto token = ensure_default_token(state_dir);
+    if (!token) return refuse(token.error().message);
+    auto set = mcp_http::TokenSet::single(local_principal(), *token);
+    if (!set) return refuse(set.error().message);
+    tokens = std::move(*set);
+    token_source = default_token_path(state_dir);
+  }
+  std::unique_ptr<mcp_http::Endpoint> mcp;
+  if (options.mcp) {
+    auto context = open_mcp_runtime(
+        {state_dir, options.workspace, options.allow_unsandboxed, options.sandbox_idle_s, options.ceilings});
+    if (!context) return refuse(context.error().message);
+    runtime_open = true;
+    // One process, many clients: no client hears what the process logs for the others.
+    (*context)->options.forward_process_logs = false;
+    mcp_http::Options mo;
+    mo.session_idle = std::chrono::seconds(options.session_idle_s);
+    mcp = std::make_unique<mcp_http::Endpoint>(**context, mo, std::move(*tokens));
+  }
+
+  http::ServeCache cache(state_dir, "artifacts.db");  // the store's file, per artifact_store.h
+  http::RouterContext ctx;
+  ctx.store = store->get();
+  ctx.cache = &cache;
+  ctx.state_dir = state_dir;
+  ctx.pid = ::getpid();
+  http::ServerOptions so;
+  so.listen = options.listen;
+  long pid = ::getpid();
+  if (options.daemon) {
+    // A daemon whose state directory is gone (a deleted test home) or that another server has
+    // replaced has nothing left to serve.
+    so.watchdog = [state_dir, pid] {
+      struct stat st {};
+      if (::stat(state_dir.c_str(), &st) != 0) return false;
+      auto info = read_serve_info(state_dir);
+      return !info || info->pid == pid;
+    };
+  }
+  so.watch_fd = cache.watch_fd();
+  so.on_readable = [&cache] { cache.on_events(); };
+  if (mcp) {
+    so.endpoints.push_back(http::Endpoint{"/mcp", options.max_message_bytes,
+                                          [m = mcp.get()](http::Request r) { return m->handle(std::move(r)); },
+                                          [m = mcp.get()](const http::Request& r) { return m->screen(r); }});
+  }
+  auto server = http::Server::bind(so, [ctx](const http::Request& r) { return http::route(r, ctx); });
+  if (!server) {
+    std::string hint = server.error().code == Errc::conflict ? " (pass --listen 127.0.0.1:0 for any free port)" : "";
+    return refuse(server.error().message + hint);
+  }
+  auto& srv = **server;
+  std::string bound = fmt::format("{}:{}", srv.host().find(':') != std::string::npos ? "[" + srv.host() + "]" : srv.host(),
+                                  srv.port());
+  if (mcp && !srv.loopback_only() && options.token_file.empty()) return refuse(no_token_message(bound));  // checked above too
+  if (mcp) mcp->set_listener(srv.port(), srv.loopback_only());
+  if (!srv.loopback_only()) {
+    spdlog::warn("serve: listening on {}, reachable from other machines: anyone who can reach it sees public artifacts",
+                 bound);
+  }
+  ServeInfo info{pid, fmt::format("http://{}:{}", url_host(srv.host()), srv.port()), bound, utc_now(), state_dir};
+  if (auto w = write_serve_info(state_dir, info); !w) spdlog::warn("serve: {}", w.error().message);
+  spdlog::info("serve: serving {} at {} (pid {}{})", state_dir, info.url, pid, options.daemon ? ", daemon" : "");
+  // Where the token is, never the token: logs are read by more people than the token file.
+  if (mcp) spdlog::info("serve: /mcp takes the bearer tokens in {}", token_source);
+  if (!options.daemon) {
+    std::string mcp_note =
+        mcp ? fmt::format(", MCP at {}/mcp (bearer token in {}{})", info.url, token_source,
+                          options.token_file.empty() ? "; `kiln serve --print-token` prints it" : "")
+            : "";
+    std::fprintf(stderr, "kiln serve: artifacts at %s/a/NAME/%s (Ctrl-C stops)\n", info.url.c_str(), mcp_note.c_str());
+  }
+  srv.run();
+  remove_serve_info_if_ours(state_dir, pid);
+  if (mcp) {
+    // As `kiln mcp` does at its end: requests in flight are cancelled and get a moment; handlers
+    // that ignore that must not keep the process alive, and everything durable is written.
+    mcp->shutdown(std::chrono::milliseconds(1500));
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    kiln::fast_exit(0);
+  }
+  spdlog::default_logger()->flush();
+  return 0;
+}
+
+}  // namespace kiln::server
+
+namespace kiln::server {
+
+int print_token_command(const std::string& state_dir) {
+  auto token = ensure_default_token(state_dir);
+  if (!token) {
+    std::fprintf(stderr, "kiln: %s\n", token.error().message.c_str());
+    return 1;
+  }
+  // stdout only: `Authorization: Bearer $(kiln serve --print-token)` is how it is meant to be used.
+  std::printf("%s\n", token->c_str());
+  return 0;
+}
+
+}  // namespace kiln::server

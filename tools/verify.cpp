@@ -1,0 +1,55 @@
+// The verify tool: decode, run the engine (runs/verify_runner.cpp) with MCP progress, encode.
+#include <fmt/format.h>
+
+#include "runs/run_tracing.h"
+#include "mcp/session_state.h"
+#include "mcp/tool_registry.h"
+#include "tools/sandbox_common.h"
+#include "tools/traces.h"
+#include "runs/verify_runner.h"
+#include "workspace/state_store.h"
+
+namespace kiln::server {
+
+using nlohmann::json;
+
+namespace {
+
+Result<ToolOutput> verify(CallContext& ctx, RunTracer& tracer, sandbox::SandboxManager& m, const json& args) {
+  auto ws = ctx.session->workspace_for(args);
+  if (!ws) return std::unexpected(ws.error());
+  VerifyTarget target{(*ws)->id, (*ws)->name, (*ws)->root, ctx.session->store().dir()};
+  VerifyRequest req;
+  if (args.contains("checks"))
+    for (const auto& c : args["checks"]) req.only.push_back(c.get<std::string>());
+  req.client = client_json(ctx);
+  req.principal = ctx.session->principal();
+  req.stop = ctx.stop;
+  if (ctx.progress_token && ctx.progress)
+    req.progress = [&ctx](double done, double total, const std::string& msg) { ctx.progress(done, total, msg); };
+  auto r = run_verify(tracer, m, target, req);
+  if (!r) return fail(r.error().code, m.redact(r.error().message));
+  std::string text = (*r)["summary"].get<std::string>();
+  for (const auto& c : (*r)["checks"]) {
+    text += fmt::format("\n- {}: {}", c["name"].get<std::string>(), c["status"].get<std::string>());
+    if (c.contains("error")) text += " (" + c["error"].get<std::string>() + ")";
+    if (c["tests"].is_object())
+      for (const auto& f : c["tests"].value("failures", json::array())) {
+        text += fmt::format("\n    FAILED {}", f.value("name", ""));
+        if (!f.value("file", "").empty())
+          text += fmt::format(" at {}{}", f.value("file", ""), f["line"].is_number() ? ":" + f["line"].dump() : "");
+        if (!f.value("message", "").empty()) text += ": " + f.value("message", "").substr(0, 300);
+      }
+  }
+  text += fmt::format("\ntrace: {} (trace_get for details; trace_output on a check's trace_id for its output)",
+                      (*r)["trace_id"].get<std::string>());
+  return ToolOutput{std::move(*r), std::move(text)};
+}
+
+}  // namespace
+
+void register_verify_tool(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& m) {
+  registry.add("verify", [&tracer, &m](CallContext& ctx, const json& args) { return verify(ctx, tracer, m, args); });
+}
+
+}  // namespace kiln::server
