@@ -1,5 +1,5 @@
-// The MCP session: lifecycle, dispatch, exactly-one-reply bookkeeping, cancellation, progress,
-// logging and server-to-client requests. Tool and resource logic lives in the mcp_*.cpp files.
+// The MCP session: lifecycle, the method table, exactly-one-reply bookkeeping, cancellation,
+// progress, logging and server-to-client requests. Tool and resource logic lives in methods_*.cpp.
 #include "mcp/session.h"
 
 #include <atomic>
@@ -190,31 +190,55 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     }
     if (auto token = proto::progress_token(m.params); token && *token) req->progress_token = **token;
 
-    // Lifecycle methods run inline so their order relative to later messages is kept.
-    if (m.method == "initialize") return reply(req, initialize(m.params));
-    if (m.method == "ping") return reply(req, json::object());
-    if (!is_known_method(m.method)) {
+    const Method* method = find_method(m.method);
+    if (!method) {
       return reply(req, std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + bounded(m.method)}));
     }
-    if (phase == Phase::awaiting_initialize) {
+    if (method->needs_initialize && phase == Phase::awaiting_initialize) {
       return reply(req, std::unexpected(RpcError{proto::kInvalidRequest,
                                                  "Invalid Request: send 'initialize' before '" + m.method + "'"}));
     }
-    if (m.method == "logging/setLevel") return reply(req, set_level(m.params));
-    if (m.method == "resources/subscribe" || m.method == "resources/unsubscribe") {
-      return run_method(req, m.method, m.params);  // cheap, but validates the URI on disk
-    }
-    runner.post([self = shared_from_this(), req, method = m.method, params = m.params] {
-      self->run_method(req, method, params);
+    if (method->runs == Runs::inline_) return run_method(req, *method, m.method, m.params);
+    runner.post([self = shared_from_this(), req, method, name = m.method, params = m.params] {
+      self->run_method(req, *method, name, params);
     });
   }
 
-  static bool is_known_method(const std::string& method) {
-    static const std::set<std::string> known = {
-        "tools/list",          "tools/call",          "resources/list",   "resources/templates/list",
-        "resources/read",      "resources/subscribe", "resources/unsubscribe", "prompts/list",
-        "prompts/get",         "completion/complete", "logging/setLevel"};
-    return known.contains(method);
+  // ---- the method table ------------------------------------------------------------------------
+  // Every request method the session serves, once. Inline methods run on the transport's thread, so
+  // their effect is ordered before the next message is read; the rest run on the worker pool.
+  enum class Runs { inline_, pool };
+  struct Method {
+    Runs runs;
+    bool needs_initialize;  // refused with "send 'initialize' before ..." until the client did
+    MethodResult (*handle)(Impl& session, MethodEnv& env, const json& params);
+  };
+
+  template <MethodResult (*F)(MethodEnv&, const json&)>
+  static MethodResult with_env(Impl&, MethodEnv& env, const json& params) {
+    return F(env, params);
+  }
+
+  static const Method* find_method(std::string_view name) {
+    static const std::map<std::string_view, Method> table = {
+        // Lifecycle and the log level: their order relative to later messages matters.
+        {"initialize", {Runs::inline_, false, [](Impl& s, MethodEnv&, const json& p) { return s.initialize(p); }}},
+        {"ping", {Runs::inline_, false, [](Impl&, MethodEnv&, const json&) -> MethodResult { return json::object(); }}},
+        {"logging/setLevel", {Runs::inline_, true, [](Impl& s, MethodEnv&, const json& p) { return s.set_level(p); }}},
+        // Cheap, though they check the URI on disk.
+        {"resources/subscribe", {Runs::inline_, true, with_env<resources_subscribe>}},
+        {"resources/unsubscribe", {Runs::inline_, true, with_env<resources_unsubscribe>}},
+        {"tools/list", {Runs::pool, true, with_env<tools_list>}},
+        {"tools/call", {Runs::pool, true, with_env<tools_call>}},
+        {"resources/list", {Runs::pool, true, with_env<resources_list>}},
+        {"resources/templates/list", {Runs::pool, true, with_env<resources_templates_list>}},
+        {"resources/read", {Runs::pool, true, with_env<resources_read>}},
+        {"prompts/list", {Runs::pool, true, with_env<prompts_list>}},
+        {"prompts/get", {Runs::pool, true, with_env<prompts_get>}},
+        {"completion/complete", {Runs::pool, true, with_env<completion_complete>}},
+    };
+    auto it = table.find(name);
+    return it == table.end() ? nullptr : &it->second;
   }
 
   CallContext make_context(const std::shared_ptr<InFlight>& req) {
@@ -243,7 +267,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     return ctx;
   }
 
-  void run_method(const std::shared_ptr<InFlight>& req, const std::string& method, const json& params) {
+  void run_method(const std::shared_ptr<InFlight>& req, const Method& m, const std::string& method, const json& params) {
     CallContext ctx = make_context(req);
     std::weak_ptr<Impl> self = weak_from_this();
     MethodEnv env{server, state, ctx,
@@ -258,17 +282,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
                   }};
     MethodResult result;
     try {
-      if (method == "tools/list") result = tools_list(env, params);
-      else if (method == "tools/call") result = tools_call(env, params);
-      else if (method == "resources/list") result = resources_list(env, params);
-      else if (method == "resources/templates/list") result = resources_templates_list(env, params);
-      else if (method == "resources/read") result = resources_read(env, params);
-      else if (method == "resources/subscribe") result = resources_subscribe(env, params);
-      else if (method == "resources/unsubscribe") result = resources_unsubscribe(env, params);
-      else if (method == "prompts/list") result = prompts_list(env, params);
-      else if (method == "prompts/get") result = prompts_get(env, params);
-      else if (method == "completion/complete") result = completion_complete(env, params);
-      else result = std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + bounded(method)});
+      result = m.handle(*this, env, params);
     } catch (const std::exception& e) {
       // A handler bug must not take the session down; it is the one true internal error.
       spdlog::error("internal error in {}: {}", method, e.what());
