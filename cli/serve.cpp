@@ -22,6 +22,7 @@
 
 #include "artifacts/artifact_store.h"
 #include "core/fast_exit.h"
+#include "serve/artifact_router.h"
 #include "serve/serve_cache.h"
 #include "http/server.h"
 #include "mcp/logging.h"

@@ -1,9 +1,21 @@
-// The listener's small shared vocabulary: header lookup on a response and the reason phrases.
+// The listener's small shared vocabulary: header lookup and the reason phrases.
 #include "http/message.h"
 
 #include "core/ascii_text.h"
 
 namespace kiln::server::http {
+
+const std::string* Request::header(std::string_view name) const {
+  std::string key(name);
+  for (char& c : key) c = ascii_lower(c);
+  auto it = headers.find(key);
+  return it == headers.end() ? nullptr : &it->second;
+}
+
+std::string Request::header_value(std::string_view name) const {
+  const std::string* v = header(name);
+  return v ? *v : std::string();
+}
 
 const std::string* Response::header(std::string_view name) const {
   for (const auto& [k, v] : headers) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,16 +26,17 @@ struct Request {
   std::string content_type;
   std::string accept;
   std::string sec_fetch_mode;
-  // Read for the endpoints only (the MCP one: mcp/http/transport.h).
-  std::string origin;
-  std::string mcp_session_id;
-  std::string mcp_protocol_version;
-  std::string last_event_id;
-  bool has_origin = false;            // an empty Origin is still an Origin
-  bool has_protocol_version = false;  // and an empty MCP-Protocol-Version an unsupported one
+  // Every header field by lower-case name (the first line of a field sent on several), for what
+  // the fields above do not cover: an endpoint reads its own headers here (MCP's Mcp-Session-Id).
+  std::map<std::string, std::string, std::less<>> headers;
   std::string body;    // the login form's (at most 4 KiB), or an endpoint's within its own limit
   std::string client;  // remote address, for rate limiting and the access log
   bool client_is_local = false;  // loopback or this host: /healthz tells it the state dir
+
+  // The field of that name (any case), or nullptr: an empty value is still a value.
+  const std::string* header(std::string_view name) const;
+  // Its value, or empty when absent.
+  std::string header_value(std::string_view name) const;
 };
 
 // The connection's side of a response body produced over time (Server-Sent Events): each write

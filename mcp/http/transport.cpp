@@ -87,10 +87,10 @@ struct Endpoint::Impl {
       return refuse(403, fmt::format("Forbidden: Host '{}' does not name this loopback server (use 127.0.0.1:{}, "
                                      "localhost:{} or [::1]:{})", req.host, port, port, port));
     }
-    if (req.has_origin) {
-      bool ok = loopback ? is_loopback_origin(req.origin) : origin_matches_host(req.origin, req.host);
+    if (const std::string* origin = req.header("origin")) {  // an empty Origin is still an Origin
+      bool ok = loopback ? is_loopback_origin(*origin) : origin_matches_host(*origin, req.host);
       if (!ok) {
-        return refuse(403, fmt::format("Forbidden: requests from origin '{}' are not accepted{}", req.origin,
+        return refuse(403, fmt::format("Forbidden: requests from origin '{}' are not accepted{}", *origin,
                                        loopback ? " (only pages served from this machine's loopback may call it)"
                                                 : " (only the server's own origin may call it)"));
       }
@@ -110,20 +110,20 @@ struct Endpoint::Impl {
   // ---- sessions ------------------------------------------------------------------------------
   // Another principal's session id gets the answer an unknown one gets: ids are never shared.
   std::variant<std::shared_ptr<HttpSession>, Response> find_session(const Request& req, const std::string& principal) {
-    if (req.mcp_session_id.empty()) {
+    if (req.header_value("mcp-session-id").empty()) {
       return refuse(400, "Bad Request: the Mcp-Session-Id header is required (send initialize first to get one)");
     }
     std::shared_ptr<HttpSession> hs;
     {
       std::lock_guard lock(mu);
-      auto it = sessions.find(req.mcp_session_id);
+      auto it = sessions.find(req.header_value("mcp-session-id"));
       if (it != sessions.end()) hs = it->second;
     }
     if (!hs || hs->closed() || hs->principal() != principal) {
       return refuse(404, "Not Found: no such session (it ended or expired); send initialize to start a new one");
     }
-    if (req.has_protocol_version) {
-      if (!is_supported_protocol_version(req.mcp_protocol_version)) return unsupported_version(req);
+    if (const std::string* version = req.header("mcp-protocol-version")) {  // an empty one is unsupported
+      if (!is_supported_protocol_version(*version)) return unsupported_version(req);
     } else if (version_requires_header(hs->protocol_version())) {
       return refuse(400, fmt::format("Bad Request: the MCP-Protocol-Version header is required (this session uses {})",
                                      hs->protocol_version()));
@@ -134,7 +134,7 @@ struct Endpoint::Impl {
 
   static Response unsupported_version(const Request& req) {
     return refuse(400, fmt::format("Bad Request: unsupported MCP-Protocol-Version '{}' (supported: {})",
-                                   req.mcp_protocol_version, supported_protocol_versions_text()));
+                                   req.header_value("mcp-protocol-version"), supported_protocol_versions_text()));
   }
 
   // Ends a session for good: nothing reaches its streams any more, and its requests are cancelled
@@ -246,10 +246,10 @@ struct Endpoint::Impl {
   }
 
   Response initialize(const Request& req, protocol::Message& msg, const std::string& principal) {
-    if (!req.mcp_session_id.empty()) {
+    if (!req.header_value("mcp-session-id").empty()) {
       return refuse(400, "Bad Request: initialize starts a new session; send it without Mcp-Session-Id");
     }
-    if (req.has_protocol_version && !is_supported_protocol_version(req.mcp_protocol_version)) {
+    if (const std::string* version = req.header("mcp-protocol-version"); version && !is_supported_protocol_version(*version)) {
       return unsupported_version(req);
     }
     const json id = std::get<protocol::Request>(msg).id;
@@ -292,12 +292,12 @@ struct Endpoint::Impl {
     auto found = find_session(req, principal);
     if (auto* refusal = std::get_if<Response>(&found)) return std::move(*refusal);
     auto hs = std::get<std::shared_ptr<HttpSession>>(found);
-    if (!req.last_event_id.empty()) {
-      auto pos = parse_event_id(req.last_event_id);
+    if (!req.header_value("last-event-id").empty()) {
+      auto pos = parse_event_id(req.header_value("last-event-id"));
       auto stream = pos ? hs->stream(pos->first) : nullptr;
       if (!stream || !stream->knows(pos->second)) {
         return refuse(400, fmt::format("Bad Request: Last-Event-ID '{}' names no event of this session that can still "
-                                       "be resumed", req.last_event_id));
+                                       "be resumed", req.header_value("last-event-id")));
       }
       return sse(hs, stream, pos->second);
     }

@@ -283,10 +283,9 @@ struct EndpointFixture {
     r.content_type = "application/json";
     r.body = std::move(body);
     r.authorization = "Bearer " + kAlice;
-    r.mcp_session_id = std::move(session);
-    if (!r.mcp_session_id.empty()) {
-      r.has_protocol_version = true;
-      r.mcp_protocol_version = "2025-11-25";
+    if (!session.empty()) {
+      r.headers["mcp-session-id"] = std::move(session);
+      r.headers["mcp-protocol-version"] = "2025-11-25";
     }
     return r;
   }
@@ -341,10 +340,10 @@ TEST_CASE("the endpoint: sessions are separate and every status rule holds") {
   CHECK(status(f.request("POST", ping)) == 400);                   // no session id
   CHECK(status(f.request("POST", ping, std::string(64, 'f'))) == 404);  // unknown session
   auto r = f.request("POST", ping, a);
-  r.mcp_protocol_version = "1999-01-01";
+  r.headers["mcp-protocol-version"] = "1999-01-01";
   CHECK(status(r) == 400);
   r = f.request("POST", ping, a);
-  r.has_protocol_version = false;
+  r.headers.erase("mcp-protocol-version");
   CHECK(status(r) == 400);  // required after 2025-06-18
   r = f.request("POST", ping, a);
   r.accept = "application/json";
@@ -358,8 +357,7 @@ TEST_CASE("the endpoint: sessions are separate and every status rule holds") {
   r.host = "evil.example.com:7700";
   CHECK(status(r) == 403);
   r = f.request("POST", ping, a);
-  r.has_origin = true;
-  r.origin = "http://evil.example.com";
+  r.headers["origin"] = "http://evil.example.com";
   CHECK(status(r) == 403);
   r = f.request("PUT", ping, a);
   CHECK(status(r) == 405);
@@ -367,7 +365,7 @@ TEST_CASE("the endpoint: sessions are separate and every status rule holds") {
   r.accept = "application/json";
   CHECK(status(r) == 406);
   r = f.request("GET", "", a);
-  r.last_event_id = "99-1";
+  r.headers["last-event-id"] = "99-1";
   CHECK(status(r) == 400);
 
   CHECK(status(f.request("DELETE", "", a)) == 204);
@@ -390,7 +388,7 @@ TEST_CASE("the endpoint: the GET stream is single, resumable, and carries what n
   body->breaks();
   get.stream_closed();
   auto again = f.request("GET", "", a);
-  again.last_event_id = "0-0";
+  again.headers["last-event-id"] = "0-0";
   auto resumed = f.endpoint->handle(again);
   REQUIRE(resumed.status == 200);
   auto body2 = std::make_shared<FakeBody>();
