@@ -12,7 +12,7 @@
 
 #include "cli/report.h"
 #include "cli/share_input.h"
-#include "server/tools_publish.h"
+#include "tools/publish.h"
 #include "workspace/state_store.h"
 
 namespace kiln::cli {

@@ -12,7 +12,7 @@
 #include "cli/serve_command.h"
 #include "cli/traces_command.h"
 #include "cli/verify_command.h"
-#include "server/logging.h"
+#include "mcp/logging.h"
 #include "workspace/state_dir.h"
 #include "workspace/state_store.h"
 

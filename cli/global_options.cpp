@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "server/logging.h"
+#include "mcp/logging.h"
 
 namespace kiln::cli {
 

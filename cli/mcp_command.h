@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "sandbox/host_budget.h"
-#include "server/stdio_transport.h"
+#include "mcp/stdio_transport.h"
 
 namespace kiln::cli {
 

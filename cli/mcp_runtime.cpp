@@ -7,12 +7,14 @@
 
 #include "artifacts/artifact_store.h"
 #include "cli/process_setup.h"
+#include "mcp/resource_provider.h"
+#include "mcp/tool_registry.h"
+#include "runs/run_tracing.h"
+#include "runs/trace_hub.h"
 #include "sandbox/manager.h"
-#include "server/run_tracing.h"
-#include "server/tool_registry.h"
-#include "server/tools.h"
-#include "server/tools_publish.h"
-#include "server/trace_hub.h"
+#include "tools/publish.h"
+#include "tools/tools.h"
+#include "tools/trace_resources.h"
 #include "traces/trace_store.h"
 #include "workspace/state_store.h"
 
@@ -20,6 +22,7 @@ namespace kiln::cli {
 
 namespace {
 
+using server::ResourceProvider;
 using server::RunTracer;
 using server::ServerContext;
 using server::ToolRegistry;
@@ -45,6 +48,7 @@ struct Runtime {
   std::unique_ptr<RunTracer> tracer;
   std::unique_ptr<artifacts::ArtifactStore> artifacts;
   ToolRegistry registry;
+  ResourceProvider trace_family;
   std::unique_ptr<ServerContext> context;
 };
 
@@ -89,9 +93,8 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   server.options.startup_workspace = options.startup_workspace;
   server.options.allow_unsandboxed = options.allow_unsandboxed;
   server.options.sandbox_idle_s = options.sandbox_idle_s;
-  server.sandboxes = rt->sandboxes.get();
-  server.traces = rt->traces.get();
-  server.trace_hub = &rt->trace_hub;
+  rt->trace_family = trace_resources(*rt->traces, &rt->trace_hub);
+  server.resources.push_back(&rt->trace_family);
   return &server;
 }
 

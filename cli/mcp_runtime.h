@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "sandbox/host_budget.h"
-#include "server/session.h"
+#include "mcp/session.h"
 
 namespace kiln::cli {
 

@@ -11,8 +11,8 @@
 
 #include "cli/report.h"
 #include "cli/share_input.h"
-#include "server/principal.h"
-#include "server/tools_publish.h"
+#include "mcp/principal.h"
+#include "tools/publish.h"
 #include "traces/trace_store.h"
 #include "workspace/root.h"
 #include "workspace/state_store.h"

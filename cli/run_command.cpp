@@ -15,9 +15,10 @@
 #include "core/fd_io.h"
 #include "sandbox/manager.h"
 #include "sandbox/policy.h"
-#include "server/principal.h"
-#include "server/run_tracing.h"
-#include "server/workspace_opening.h"
+#include "workspace/kiln_config.h"
+#include "mcp/principal.h"
+#include "runs/run_tracing.h"
+#include "mcp/workspace_opening.h"
 
 namespace kiln::cli {
 

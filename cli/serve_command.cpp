@@ -18,19 +18,20 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "artifacts/artifact_store.h"
 #include "cli/ceiling_options.h"
 #include "cli/mcp_runtime.h"
 #include "core/fast_exit.h"
-#include "server/http_cache.h"
-#include "server/http_server.h"
-#include "server/mcp_http.h"
-#include "server/mcp_token.h"
-#include "server/principal.h"
-#include "server/serve_daemon.h"
+#include "http/server.h"
+#include "mcp/http/token.h"
+#include "mcp/http/transport.h"
+#include "mcp/logging.h"
+#include "mcp/principal.h"
+#include "serve/artifact_router.h"
+#include "serve/daemon.h"
+#include "serve/serve_cache.h"
 
 namespace kiln::cli {
 namespace {
@@ -74,7 +75,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
   // main() has already made it ours and 0700 (workspace::secure_state_dir); this is its real path.
   char real[PATH_MAX];
   std::string state_dir = ::realpath(state_dir_in.c_str(), real) ? std::string(real) : state_dir_in;
-  if (options.daemon) init_file_logging(state_dir + "/serve.log", options.log_level);
+  if (options.daemon) server::init_file_logging(state_dir + "/serve.log", options.log_level);
 
   auto store = artifacts::ArtifactStore::open(state_dir);
   if (!store) {
@@ -164,7 +165,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
                                           [m = mcp.get()](http::Request r) { return m->handle(std::move(r)); },
                                           [m = mcp.get()](const http::Request& r) { return m->screen(r); }});
   }
-  auto server = http::Server::bind(so, ctx);
+  auto server = http::Server::bind(so, [ctx](const http::Request& r) { return http::route(r, ctx); });
   if (!server) {
     std::string hint = server.error().code == Errc::conflict ? " (pass --listen 127.0.0.1:0 for any free port)" : "";
     return refuse(server.error().message + hint);

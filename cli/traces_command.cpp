@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/report.h"
-#include "server/principal.h"
-#include "server/tools_traces.h"
+#include "mcp/principal.h"
+#include "tools/traces.h"
 #include "traces/otlp_export.h"
 #include "traces/trace_store.h"
 #include "workspace/state_store.h"

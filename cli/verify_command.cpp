@@ -13,9 +13,9 @@
 #include "cli/local_workspace.h"
 #include "cli/process_setup.h"
 #include "sandbox/manager.h"
-#include "server/principal.h"
-#include "server/run_tracing.h"
-#include "server/verify_runner.h"
+#include "mcp/principal.h"
+#include "runs/run_tracing.h"
+#include "runs/verify_runner.h"
 #include "traces/junit_writer.h"
 
 namespace kiln::cli {

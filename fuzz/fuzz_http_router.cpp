@@ -1,4 +1,4 @@
-// Fuzzes `kiln serve`'s router (server/http_router.cpp, http_parse.cpp, http_cache.cpp) against a real
+// Fuzzes `kiln serve`'s router (serve/artifact_router.cpp, http/parse.cpp, serve/serve_cache.cpp) against a real
 // artifact store with a public site, a single-file artifact, a password-protected and an
 // invite-only artifact. No 500, no header injection, no redirect off the site, ranges inside the
 // file, and a protected artifact's files only for a request that carries its cookie or invite.
@@ -6,9 +6,9 @@
 
 #include "artifacts/artifact_store.h"
 #include "fuzz/fuzz_support.h"
-#include "server/http_cache.h"
-#include "server/http_router.h"
-#include "server/http_util.h"
+#include "serve/serve_cache.h"
+#include "serve/artifact_router.h"
+#include "http/parse.h"
 #include "workspace/root.h"
 
 namespace fs = std::filesystem;

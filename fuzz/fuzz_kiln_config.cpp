@@ -1,9 +1,9 @@
-// Fuzzes kiln.json parsing and validation (server/kiln_config.*): never throws, errors say
+// Fuzzes kiln.json parsing and validation (workspace/kiln_config.*): never throws, errors say
 // "kiln.json: ...", and whatever is accepted keeps the promises verify and publish rely on.
 #include <set>
 
 #include "fuzz/fuzz_support.h"
-#include "server/kiln_config.h"
+#include "workspace/kiln_config.h"
 
 using kiln::fuzz::violated;
 

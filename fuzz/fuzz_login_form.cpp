@@ -1,10 +1,11 @@
 // Fuzzes what `kiln serve` reads from a visitor before any password is checked: the login form
-// body, the Cookie header, HTTP Basic credentials and the `next` redirect target (server/http_parse.cpp),
+// body, the Cookie header, HTTP Basic credentials and the `next` redirect target (http/parse.cpp, serve/pages.cpp),
 // and the login page built from them. No open redirect, no unescaped markup, no crash.
 #include <algorithm>
 
 #include "fuzz/fuzz_support.h"
-#include "server/http_util.h"
+#include "http/parse.h"
+#include "serve/pages.h"
 
 using kiln::fuzz::violated;
 using namespace kiln::server::http;

@@ -12,13 +12,14 @@
 #include "artifacts/artifact_store.h"
 #include "fuzz/fuzz_support.h"
 #include "sandbox/manager.h"
-#include "server/run_tracing.h"
-#include "server/session.h"
-#include "server/session_state.h"
-#include "server/tool_registry.h"
-#include "server/tools.h"
-#include "server/tools_publish.h"
-#include "server/trace_hub.h"
+#include "runs/run_tracing.h"
+#include "mcp/session.h"
+#include "mcp/session_state.h"
+#include "mcp/tool_registry.h"
+#include "tools/tools.h"
+#include "tools/publish.h"
+#include "tools/trace_resources.h"
+#include "runs/trace_hub.h"
 #include "traces/trace_store.h"
 #include "workspace/state_store.h"
 
@@ -48,6 +49,7 @@ struct ServerEnv {
   std::unique_ptr<artifacts::ArtifactStore> artifacts;
   server::ToolRegistry staging;  // the real handlers
   server::ToolRegistry registry; // the same, behind the harness guard
+  server::ResourceProvider trace_family;  // kiln://trace/, as kiln mcp mounts it
   std::unique_ptr<server::ServerContext> ctx;
 
   // The workspace's files before every input: sources, a kiln.json with checks and reports, and
@@ -138,9 +140,8 @@ struct ServerEnv {
     ctx->options.allow_unsandboxed = false;
     ctx->options.forward_process_logs = false;
     ctx->options.startup_workspace = ws_dir;
-    ctx->sandboxes = sandboxes.get();
-    ctx->traces = traces.get();
-    ctx->trace_hub = &hub;
+    trace_family = server::trace_resources(*traces, &hub);
+    ctx->resources.push_back(&trace_family);
   }
 };
 

@@ -1,4 +1,4 @@
-// Fuzzes JSON-RPC dispatch through a whole MCP session (server/session.*): lifecycle, every method,
+// Fuzzes JSON-RPC dispatch through a whole MCP session (mcp/session.*): lifecycle, every method,
 // tool calls, cancellation, replies to our own roots/list request. Each input line is one message
 // to a fresh session on the harness server (fuzz_server_env.h: nothing can execute). Everything the
 // session sends must be well-formed JSON-RPC, and every request gets exactly one reply.
@@ -8,7 +8,7 @@
 
 #include "fuzz/fuzz_server_env.h"
 #include "protocol/jsonrpc.h"
-#include "server/methods.h"
+#include "mcp/methods.h"
 
 using nlohmann::json;
 using kiln::fuzz::violated;

@@ -5,10 +5,10 @@
 // match the tool's outputSchema.
 #include "fuzz/fuzz_server_env.h"
 #include "protocol/json_schema.h"
-#include "server/methods.h"
-#include "server/principal.h"
-#include "server/session_state.h"
-#include "server/workspace_opening.h"
+#include "mcp/methods.h"
+#include "mcp/principal.h"
+#include "mcp/session_state.h"
+#include "mcp/workspace_opening.h"
 
 using nlohmann::json;
 using kiln::fuzz::violated;

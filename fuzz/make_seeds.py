@@ -168,7 +168,7 @@ for flags in (0, 1, 2, 3, 4, 5, 6 | 8, 7 | 8):
 # ---- kiln.json -----------------------------------------------------------------------------------
 for f in ROOT.glob("examples/**/kiln.json"):
     put("fuzz_kiln_config", f.read_bytes())
-for text in re.findall(r'R"\((.*?)\)"', (ROOT / "tests/unit/server/kiln_config_test.cpp").read_text(), re.S):
+for text in re.findall(r'R"\((.*?)\)"', (ROOT / "tests/unit/workspace/kiln_config_test.cpp").read_text(), re.S):
     if text.lstrip().startswith("{"):
         put("fuzz_kiln_config", text)
 put("fuzz_kiln_config", j({"verify": [{"name": "t", "run": ["make", "test"], "cwd": "a/b", "timeout_s": 5,

@@ -1,4 +1,4 @@
-// Plain types shared by the sandbox layer and its callers (server/ tool handlers, `kiln run`):
+// Plain types shared by the sandbox layer and its callers (tools/ handlers, runs/, `kiln run`):
 // policy in, results out. No MCP, no Asio here.
 #pragma once
 

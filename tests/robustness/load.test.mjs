@@ -211,7 +211,7 @@ test('1000 tool calls in flight on one kiln mcp: each answered once and correctl
     t.diagnostic(`wave ${wave}: peak RSS ${s.peakRssMb.toFixed(1)} MB, ${s.peakThreads} threads peak; ` +
       `after: ${settled.rssMb.toFixed(1)} MB, ${settled.threads} threads`);
     assert.ok(s.peakRssMb < RSS_LIMIT_MB, `wave ${wave}: kiln mcp peaked at ${s.peakRssMb.toFixed(1)} MB`);
-    // Request threads (at most 64 per session, server/request_runner.h) plus the transport's and
+    // Request threads (at most 64 per session, mcp/request_runner.h) plus the transport's and
     // the sandbox manager's own: bounded, never one per request in flight.
     assert.ok(s.peakThreads < 64 + 24, `wave ${wave}: ${s.peakThreads} threads`);
   }

@@ -14,7 +14,7 @@
 #include "cli/secret_command.h"
 #include "cli/serve_command.h"
 #include "cli/verify_command.h"
-#include "server/logging.h"
+#include "mcp/logging.h"
 
 namespace {
 

@@ -1,0 +1,102 @@
+// Internals shared by server.cpp (listener, shutdown), connection*.cpp (one connection) and
+// http_file_cache.cpp. Pulls in Asio and Beast: include it from those files only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "http/server.h"
+
+namespace kiln::server::http {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+// Blobs are immutable and named by their sha256, so a small file read once can be answered from
+// memory for as long as the process lives; the cap only bounds memory.
+class FileCache {
+ public:
+  static constexpr std::uint64_t kMaxFile = 64 * 1024;
+  static constexpr std::uint64_t kMaxTotal = 64 * 1024 * 1024;
+  // nullptr if the file cannot be read or is not `size` bytes long.
+  std::shared_ptr<const std::string> get(const std::string& sha256, const std::string& path, std::uint64_t size);
+
+ private:
+  std::shared_mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> files_;
+  std::uint64_t bytes_ = 0;
+};
+
+class Session;
+
+struct Server::Impl {
+  Impl(const ServerOptions& o, Handler h)
+      : options(o), handler(std::move(h)), ioc(o.io_threads), control(net::make_strand(ioc)), acceptor(control),
+        signals(control), watchdog_timer(control), grace_timer(control), retry_timer(control), watched(control) {}
+
+  ServerOptions options;
+  Handler handler;
+  std::string host;
+  unsigned short port = 0;
+  bool loopback = true;
+
+  // Declared before the io_context: handlers it destroys at the end still reach these.
+  FileCache cache;
+  std::atomic<int> connections{0};
+  std::atomic<bool> stopping{false};
+  std::mutex sessions_mu;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+  std::chrono::steady_clock::time_point stop_started;
+
+  net::io_context ioc;
+  net::strand<net::io_context::executor_type> control;  // acceptor, signals, timers
+  tcp::acceptor acceptor;
+  net::signal_set signals;
+  net::steady_timer watchdog_timer;
+  net::steady_timer grace_timer;
+  net::steady_timer retry_timer;
+  net::posix::stream_descriptor watched;  // a dup of options.watch_fd
+  // Password checks (Argon2id, deliberately slow) run here, never on an io thread. Declared
+  // last so it is joined first, while everything its tasks touch still exists.
+  net::thread_pool slow_pool{1};
+  // Endpoint handlers (MCP): parsing a large message or creating a session stays off the io threads.
+  net::thread_pool endpoint_pool{2};
+
+  void accept();
+  void watch();
+  void follow_fd();
+  void begin_shutdown();
+  void wait_for_sessions();
+  void session_ended() { --connections; }
+  // The endpoint serving `target` (query ignored), or nullptr for the handler.
+  const Endpoint* endpoint_for(std::string_view target) const {
+    std::string_view path = target.substr(0, target.find('?'));
+    for (const auto& e : options.endpoints) {
+      if (e.path == path) return &e;
+    }
+    return nullptr;
+  }
+};
+
+// Starts a session on its own strand for an accepted socket.
+void start_session(Server::Impl& server, tcp::socket socket);
+// At shutdown: closes idle sessions now; busy ones close after their answer.
+void nudge_sessions(Server::Impl& server);
+// Closes the connection that has waited longest for a request head, if any does; returns
+// whether one was found (it closes on its own strand, soon after).
+bool evict_oldest_waiting(Server::Impl& server);
+
+}  // namespace kiln::server::http

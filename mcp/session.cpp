@@ -1,0 +1,428 @@
+// The MCP session: lifecycle, the method table, exactly-one-reply bookkeeping, cancellation,
+// progress, logging and server-to-client requests. Tool and resource logic lives in methods_*.cpp.
+#include "mcp/session.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "core/quote.h"
+#include "protocol/errors.h"
+#include "protocol/jsonrpc.h"
+#include "protocol/mcp_params.h"
+#include "protocol/mcp_version.h"
+#include "mcp/logging.h"
+#include "mcp/methods.h"
+#include "mcp/principal.h"
+#include "mcp/request_runner.h"
+#include "mcp/workspace_opening.h"
+#include "workspace/state_store.h"
+
+namespace kiln::server {
+
+using nlohmann::json;
+namespace proto = kiln::protocol;
+
+namespace {
+
+// An error's `data` with every string in it quoted through bounded(), however deep.
+json bounded_data(const json& data) {
+  if (data.is_string()) return bounded(data.get_ref<const std::string&>());
+  if (!data.is_structured()) return data;
+  json out = data;
+  for (auto& v : out) v = bounded_data(v);
+  return out;
+}
+
+// One request being served. `mu` orders progress notifications before the reply and stops
+// anything from being sent after it (or after a cancellation).
+struct InFlight {
+  json id;
+  std::optional<json> progress_token;
+  std::stop_source stop;
+  std::mutex mu;
+  bool finished = false;
+  bool cancelled = false;
+  double last_progress = -std::numeric_limits<double>::infinity();
+};
+
+enum class Phase { awaiting_initialize, initializing, ready };
+
+std::string id_key(const json& id) { return id.dump(); }
+
+}  // namespace
+
+struct Session::Impl : std::enable_shared_from_this<Impl> {
+  Impl(ServerContext& s, std::shared_ptr<Outbound> o, std::string principal)
+      : server(s), out(std::move(o)), state(s.store, principal.empty() ? local_principal() : std::move(principal)) {}
+
+  ServerContext& server;
+  std::shared_ptr<Outbound> out;
+  SessionState state;
+  // Threads start with the first request that needs one, so `initialize` never waits for them.
+  RequestRunner runner{server.options.max_concurrent_requests, server.options.worker_threads};
+
+  std::atomic<Phase> phase{Phase::awaiting_initialize};
+  json client_capabilities = json::object();
+  std::atomic<int> log_rank{-1};  // -1: the client has not asked for logs
+  int log_sink_id = -1;
+  std::vector<std::pair<const ResourceProvider*, int>> watches;  // ServerContext::resources watched
+
+  std::mutex inflight_mu;
+  std::condition_variable inflight_cv;
+  std::map<std::string, std::shared_ptr<InFlight>> inflight;
+  bool shutting_down = false;
+
+  std::mutex pending_mu;
+  std::int64_t next_request_id = 0;
+  std::map<std::string, std::function<void(const json* result, const json* error)>> pending;
+
+  std::mutex subs_mu;
+  std::set<std::string> subscriptions;
+
+  // ---- sending -------------------------------------------------------------------------------
+  void send(const json& msg) { out->send(msg); }
+
+  void reply(const std::shared_ptr<InFlight>& req, const MethodResult& result) {
+    {
+      std::lock_guard lock(req->mu);
+      if (req->finished) return;
+      req->finished = true;
+      if (!req->cancelled) {
+        if (result) {
+          send(proto::make_response(req->id, *result));
+        } else {
+          const auto& e = result.error();
+          // Every error passes here: whatever a handler echoed of the request (a method name, a
+          // URI in `data`), the reply stays far below the 1 MiB a message may take.
+          send(proto::make_error(req->id, e.code, bounded(e.message, kMessageBytes),
+                                 e.data.is_null() ? std::nullopt : std::optional<json>(bounded_data(e.data))));
+        }
+      }
+    }
+    std::lock_guard lock(inflight_mu);
+    inflight.erase(id_key(req->id));
+    inflight_cv.notify_all();
+  }
+
+  void send_request(const std::string& method, json params,
+                    std::function<void(const json* result, const json* error)> on_reply) {
+    json id;
+    {
+      std::lock_guard lock(pending_mu);
+      id = next_request_id++;
+      pending[id_key(id)] = std::move(on_reply);
+    }
+    send(proto::make_request(id, method, std::move(params)));
+  }
+
+  void log_to_client(std::string_view level, std::string_view logger, std::string_view text) {
+    int min = log_rank.load();
+    if (min < 0 || proto::log_level_rank(level) < min) return;
+    json params = {{"level", level}, {"data", text}};
+    if (!logger.empty()) params["logger"] = logger;
+    send(proto::make_notification("notifications/message", std::move(params)));
+  }
+
+  // ---- dispatch --------------------------------------------------------------------------------
+  void handle_payload(std::string_view payload) {
+    auto msg = proto::classify(payload);
+    std::visit([this](auto&& m) { on_message(m); }, msg);
+  }
+
+  void on_message(const proto::Invalid& m) { send(m.reply); }
+
+  void on_message(const proto::Response& m) {
+    std::function<void(const json*, const json*)> cb;
+    {
+      std::lock_guard lock(pending_mu);
+      auto it = pending.find(id_key(m.id));
+      if (it == pending.end()) return;  // a late or unknown reply: nothing to do
+      cb = std::move(it->second);
+      pending.erase(it);
+    }
+    cb(m.result ? &*m.result : nullptr, m.error ? &*m.error : nullptr);
+  }
+
+  void on_message(const proto::Notification& m) {
+    if (m.method == "notifications/initialized") {
+      phase = Phase::ready;
+      select_initial_workspace();
+    } else if (m.method == "notifications/cancelled") {
+      auto p = proto::decode_cancelled(m.params);
+      if (!p) return;  // invalid cancellations are ignored (spec)
+      std::shared_ptr<InFlight> req;
+      {
+        std::lock_guard lock(inflight_mu);
+        auto it = inflight.find(id_key(p->request_id));
+        if (it != inflight.end()) req = it->second;
+      }
+      if (!req) return;
+      {
+        std::lock_guard lock(req->mu);
+        req->cancelled = true;
+      }
+      req->stop.request_stop();
+      spdlog::debug("request {} cancelled by the client", req->id.dump());
+    } else if (m.method == "notifications/roots/list_changed") {
+      if (client_capabilities.contains("roots")) request_roots();
+    }
+    // Other notifications (progress from the client, unknown ones) need no action and no reply.
+  }
+
+  void on_message(const proto::Request& m) {
+    auto req = std::make_shared<InFlight>();
+    req->id = m.id;
+    {
+      std::lock_guard lock(inflight_mu);
+      if (shutting_down) return;
+      auto [it, fresh] = inflight.emplace(id_key(m.id), req);
+      if (!fresh) {
+        send(proto::make_error(m.id, proto::kInvalidRequest,
+                               "Invalid Request: id " + m.id.dump() + " is already in use by a request in progress"));
+        return;
+      }
+    }
+    if (auto token = proto::progress_token(m.params); token && *token) req->progress_token = **token;
+
+    const Method* method = find_method(m.method);
+    if (!method) {
+      return reply(req, std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + bounded(m.method)}));
+    }
+    if (method->needs_initialize && phase == Phase::awaiting_initialize) {
+      return reply(req, std::unexpected(RpcError{proto::kInvalidRequest,
+                                                 "Invalid Request: send 'initialize' before '" + m.method + "'"}));
+    }
+    if (method->runs == Runs::inline_) return run_method(req, *method, m.method, m.params);
+    runner.post([self = shared_from_this(), req, method, name = m.method, params = m.params] {
+      self->run_method(req, *method, name, params);
+    });
+  }
+
+  // ---- the method table ------------------------------------------------------------------------
+  // Every request method the session serves, once. Inline methods run on the transport's thread, so
+  // their effect is ordered before the next message is read; the rest run on the worker pool.
+  enum class Runs { inline_, pool };
+  struct Method {
+    Runs runs;
+    bool needs_initialize;  // refused with "send 'initialize' before ..." until the client did
+    MethodResult (*handle)(Impl& session, MethodEnv& env, const json& params);
+  };
+
+  template <MethodResult (*F)(MethodEnv&, const json&)>
+  static MethodResult with_env(Impl&, MethodEnv& env, const json& params) {
+    return F(env, params);
+  }
+
+  static const Method* find_method(std::string_view name) {
+    static const std::map<std::string_view, Method> table = {
+        // Lifecycle and the log level: their order relative to later messages matters.
+        {"initialize", {Runs::inline_, false, [](Impl& s, MethodEnv&, const json& p) { return s.initialize(p); }}},
+        {"ping", {Runs::inline_, false, [](Impl&, MethodEnv&, const json&) -> MethodResult { return json::object(); }}},
+        {"logging/setLevel", {Runs::inline_, true, [](Impl& s, MethodEnv&, const json& p) { return s.set_level(p); }}},
+        // Cheap, though they check the URI on disk.
+        {"resources/subscribe", {Runs::inline_, true, with_env<resources_subscribe>}},
+        {"resources/unsubscribe", {Runs::inline_, true, with_env<resources_unsubscribe>}},
+        {"tools/list", {Runs::pool, true, with_env<tools_list>}},
+        {"tools/call", {Runs::pool, true, with_env<tools_call>}},
+        {"resources/list", {Runs::pool, true, with_env<resources_list>}},
+        {"resources/templates/list", {Runs::pool, true, with_env<resources_templates_list>}},
+        {"resources/read", {Runs::pool, true, with_env<resources_read>}},
+        {"prompts/list", {Runs::pool, true, with_env<prompts_list>}},
+        {"prompts/get", {Runs::pool, true, with_env<prompts_get>}},
+        {"completion/complete", {Runs::pool, true, with_env<completion_complete>}},
+    };
+    auto it = table.find(name);
+    return it == table.end() ? nullptr : &it->second;
+  }
+
+  CallContext make_context(const std::shared_ptr<InFlight>& req) {
+    CallContext ctx;
+    ctx.request_id = req->id;
+    ctx.progress_token = req->progress_token;
+    ctx.stop = req->stop.get_token();
+    ctx.session = &state;
+    std::weak_ptr<InFlight> weak = req;
+    std::weak_ptr<Impl> self = weak_from_this();
+    ctx.progress = [weak, self](double progress, std::optional<double> total, std::string_view message) {
+      auto r = weak.lock();
+      auto s = self.lock();
+      if (!r || !s || !r->progress_token) return;
+      std::lock_guard lock(r->mu);
+      if (r->finished || r->cancelled || !(progress > r->last_progress)) return;
+      r->last_progress = progress;
+      json params = {{"progressToken", *r->progress_token}, {"progress", progress}};
+      if (total) params["total"] = *total;
+      if (!message.empty()) params["message"] = message;
+      s->send(proto::make_notification("notifications/progress", std::move(params)));
+    };
+    ctx.log = [self](std::string_view level, std::string_view text) {
+      if (auto s = self.lock()) s->log_to_client(level, "kiln", text);
+    };
+    return ctx;
+  }
+
+  void run_method(const std::shared_ptr<InFlight>& req, const Method& m, const std::string& method, const json& params) {
+    CallContext ctx = make_context(req);
+    std::weak_ptr<Impl> self = weak_from_this();
+    MethodEnv env{server, state, ctx,
+                  [self](const std::string& uri, bool on) {
+                    if (auto s = self.lock()) {
+                      std::lock_guard lock(s->subs_mu);
+                      if (on) s->subscriptions.insert(uri); else s->subscriptions.erase(uri);
+                    }
+                  },
+                  [self](const std::string& uri) {
+                    if (auto s = self.lock()) s->resource_updated(uri);
+                  }};
+    MethodResult result;
+    try {
+      result = m.handle(*this, env, params);
+    } catch (const std::exception& e) {
+      // A handler bug must not take the session down; it is the one true internal error.
+      spdlog::error("internal error in {}: {}", method, e.what());
+      result = std::unexpected(RpcError{proto::kInternalError, std::string("Internal error: ") + e.what()});
+    }
+    reply(req, result);
+  }
+
+  void resource_updated(const std::string& uri) {
+    {
+      std::lock_guard lock(subs_mu);
+      if (!subscriptions.contains(uri)) return;
+    }
+    send(proto::make_notification("notifications/resources/updated", {{"uri", uri}}));
+  }
+
+  // ---- lifecycle -------------------------------------------------------------------------------
+  MethodResult initialize(const json& params) {
+    if (phase != Phase::awaiting_initialize) {
+      return std::unexpected(RpcError{proto::kInvalidRequest, "Invalid Request: the session is already initialized"});
+    }
+    auto p = proto::decode_initialize(params);
+    if (!p) return std::unexpected(RpcError{proto::kInvalidParams, p.error().message});
+    client_capabilities = p->capabilities;
+    state.set_client(ClientInfo{p->client_name, p->client_version});
+    phase = Phase::initializing;
+    spdlog::info("session initialized by {} {} (protocol {})", p->client_name, p->client_version, p->protocol_version);
+    return json{
+        {"protocolVersion", proto::negotiate_protocol_version(p->protocol_version)},
+        {"capabilities",
+         {{"tools", {{"listChanged", false}}},
+          {"resources", {{"subscribe", true}, {"listChanged", false}}},
+          {"prompts", {{"listChanged", false}}},
+          {"logging", json::object()},
+          {"completions", json::object()}}},
+        {"serverInfo", {{"name", "kiln"}, {"title", "Kiln"}, {"version", KILN_VERSION}}},
+        {"instructions",
+         "Kiln gives you a durable workspace. Call workspace_open with a folder (unless one is already "
+         "open), then use the file_* tools. Paths are relative to the workspace root; long results are "
+         "paged: pass next_offset back as offset to read on."}};
+  }
+
+  MethodResult set_level(const json& params) {
+    auto p = proto::decode_set_level(params);
+    if (!p) return std::unexpected(RpcError{proto::kInvalidParams, p.error().message});
+    log_rank = proto::log_level_rank(p->level);
+    return json::object();
+  }
+
+  void select_initial_workspace() {
+    if (client_capabilities.contains("roots")) {
+      request_roots();
+    } else if (!server.options.startup_workspace.empty()) {
+      open_startup_workspace();
+    }
+  }
+
+  void open_startup_workspace() {
+    auto r = open_workspace_folder(state, server.options.startup_workspace, "", false);
+    if (!r) spdlog::warn("--workspace {}: {}", server.options.startup_workspace, r.error().message);
+  }
+
+  void request_roots() {
+    state.begin_pending_selection();
+    std::weak_ptr<Impl> self = weak_from_this();
+    send_request("roots/list", json::object(), [self](const json* result, const json* error) {
+      auto s = self.lock();
+      if (!s) return;
+      bool opened = false;
+      if (result && result->contains("roots") && (*result)["roots"].is_array()) {
+        for (const auto& root : (*result)["roots"]) {
+          std::string uri = root.is_object() ? root.value("uri", "") : "";
+          std::string path = path_from_file_uri(uri);
+          if (path.empty()) continue;
+          std::string name = root.is_object() && root.contains("name") && root["name"].is_string()
+                                 ? root["name"].get<std::string>() : "";
+          auto r = open_workspace_folder(s->state, path, name, false);
+          if (r) {
+            opened = true;
+            break;
+          }
+          spdlog::warn("client root {}: {}", uri, r.error().message);
+        }
+      } else if (error) {
+        spdlog::warn("roots/list failed: {}", error->dump());
+      }
+      if (!opened && !s->server.options.startup_workspace.empty()) s->open_startup_workspace();
+      s->state.end_pending_selection();
+    });
+  }
+
+  bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
+    std::unique_lock lock(inflight_mu);
+    shutting_down = true;
+    if (inflight_cv.wait_for(lock, drain, [this] { return inflight.empty(); })) return true;
+    for (auto& [key, req] : inflight) req->stop.request_stop();
+    return inflight_cv.wait_for(lock, grace, [this] { return inflight.empty(); });
+  }
+};
+
+Session::Session(ServerContext& server, std::shared_ptr<Outbound> out, std::string principal)
+    : impl_(std::make_shared<Impl>(server, std::move(out), std::move(principal))) {
+  std::weak_ptr<Impl> weak = impl_;
+  if (server.options.forward_process_logs) {
+    impl_->log_sink_id = add_client_log_sink([weak](std::string_view level, std::string_view text) {
+      if (auto s = weak.lock()) s->log_to_client(level, "kiln", text);
+    });
+  }
+  for (const auto* p : server.resources) {
+    if (!p->watch) continue;
+    int token = p->watch([weak](const std::string& uri) {
+      if (auto s = weak.lock()) s->resource_updated(uri);
+    });
+    impl_->watches.emplace_back(p, token);
+  }
+}
+
+Session::~Session() {
+  remove_client_log_sink(impl_->log_sink_id);
+  for (const auto& [p, token] : impl_->watches) p->unwatch(token);
+  impl_->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+  impl_->runner.stop_and_join();
+}
+
+void Session::handle_payload(std::string_view payload) { impl_->handle_payload(payload); }
+
+void Session::handle_message(protocol::Message message) {
+  std::visit([this](auto&& m) { impl_->on_message(m); }, message);
+}
+
+void Session::reject_unparsed(int code, const std::string& message) {
+  impl_->send(proto::make_error(nullptr, code, message));
+}
+
+bool Session::shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
+  return impl_->shutdown(drain, grace);
+}
+
+void Session::log_to_client(std::string_view level, std::string_view logger, std::string_view text) {
+  impl_->log_to_client(level, logger, text);
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,146 @@
+// The stdio transport: a reader thread de-frames stdin (blocking reads work for pipes, files and
+// terminals alike), a mutex serialises whole frames onto stdout, and the main thread waits for
+// EOF or a termination signal and then shuts the session down.
+#include "mcp/stdio_transport.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "core/fast_exit.h"
+#include "core/fd_io.h"
+#include "protocol/errors.h"
+#include "protocol/framing.h"
+#include "protocol/jsonrpc.h"
+
+namespace kiln::server {
+
+namespace {
+
+using protocol::Framing;
+
+class StdoutOutbound final : public Outbound {
+ public:
+  void set_mode(Framing mode) { mode_.store(mode); }
+
+  void send(const nlohmann::json& message) override {
+    std::string frame = protocol::encode_frame(protocol::serialize(message), mode_.load());
+    std::lock_guard lock(mu_);
+    if (broken_) return;
+    // A failed write: the client went away; nothing more can be said to it.
+    if (!write_all(STDOUT_FILENO, frame)) broken_ = true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::atomic<Framing> mode_{Framing::ndjson};
+  bool broken_ = false;
+};
+
+struct StopSignal {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  const char* why = "";
+  void raise(const char* reason) {
+    {
+      std::lock_guard lock(mu);
+      if (stop) return;
+      stop = true;
+      why = reason;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+namespace {
+
+sigset_t termination_signals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
+  return sigs;
+}
+
+}  // namespace
+
+void block_termination_signals() {
+  sigset_t sigs = termination_signals();
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+}
+
+int run_stdio(ServerContext& server, const StdioOptions& options) {
+  // Termination signals are taken synchronously by one thread; every thread created after this
+  // inherits the blocked mask (main blocks them even earlier, before its first thread).
+  block_termination_signals();
+  sigset_t sigs = termination_signals();
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto out = std::make_shared<StdoutOutbound>();
+  auto session = std::make_shared<Session>(server, out);
+  auto stop = std::make_shared<StopSignal>();
+
+  std::thread([stop, sigs] {
+    int sig = 0;
+    if (sigwait(&sigs, &sig) == 0) stop->raise(sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+  }).detach();
+
+  std::thread([session, out, stop, max = options.max_message_bytes] {
+    protocol::FrameReader reader(max);
+    std::vector<char> buf(1 << 16);
+    for (;;) {
+      ssize_t n = read_some(STDIN_FILENO, buf.data(), buf.size());
+      if (n <= 0) break;
+      reader.feed(std::string_view(buf.data(), std::size_t(n)));
+      while (auto frame = reader.next()) {
+        out->set_mode(reader.mode());
+        switch (frame->kind) {
+          case protocol::Frame::Kind::message:
+            session->handle_payload(frame->payload);
+            break;
+          case protocol::Frame::Kind::oversize:
+            session->reject_unparsed(protocol::kInvalidRequest,
+                                     "Invalid Request: message larger than " + std::to_string(max) +
+                                         " bytes was discarded");
+            break;
+          case protocol::Frame::Kind::framing_error:
+            session->reject_unparsed(protocol::kParseError, "Parse error: " + frame->detail);
+            break;
+        }
+      }
+    }
+    stop->raise("end of input");
+  }).detach();
+
+  {
+    std::unique_lock lock(stop->mu);
+    stop->cv.wait(lock, [&] { return stop->stop; });
+  }
+  spdlog::debug("stopping: {}", stop->why);
+  // On end of input the client may still be reading answers to what it sent last (MCP clients
+  // wait about 2 s before SIGTERM), so requests in flight get a moment to finish; a signal
+  // means stop now.
+  bool eof = std::string_view(stop->why) == "end of input";
+  session->shutdown(eof ? std::chrono::milliseconds(1500) : std::chrono::milliseconds(0),
+                    std::chrono::milliseconds(500));
+  spdlog::default_logger()->flush();
+  // Handlers that ignored cancellation must not keep the process alive; everything durable is
+  // already written, so leave without running destructors that would wait for them.
+  std::fflush(nullptr);
+  kiln::fast_exit(0);
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,142 @@
+// Exec traces: start record, output folder, live "updated" notices (throttled) and the final
+// record, all redacted by the sandbox manager (the store's scrubber) before they reach the store.
+#include "runs/run_tracing.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "runs/trace_hub.h"
+
+namespace kiln::server {
+
+namespace sbx = kiln::sandbox;
+using nlohmann::json;
+
+namespace {
+
+json limits_json(const sbx::Limits& l) {
+  json j = json::object();
+  if (l.wall_s) j["wall_s"] = *l.wall_s;
+  if (l.cpu_s) j["cpu_s"] = *l.cpu_s;
+  if (l.memory_mb) j["memory_mb"] = *l.memory_mb;
+  if (l.pids) j["pids"] = *l.pids;
+  if (l.output_bytes) j["output_bytes"] = *l.output_bytes;
+  if (l.file_size_mb) j["file_size_mb"] = *l.file_size_mb;
+  if (l.disk_mb) j["disk_mb"] = *l.disk_mb;
+  return j;
+}
+
+}  // namespace
+
+std::string trace_uri(const std::string& trace_id) { return "kiln://trace/" + trace_id; }
+
+json policy_json(const sbx::SandboxPolicy& p) {
+  json env = json::array();
+  for (const auto& [k, v] : p.env) env.push_back(k);
+  return json{{"network", sbx::to_string(p.network)},
+              {"isolation", p.isolation == sbx::Isolation::none ? "none" : "strict"},
+              {"limits", limits_json(p.limits)},
+              {"env_names", env},
+              {"secret_names", p.secrets}};
+}
+
+std::string trace_status_of(const sbx::ExecResult& r) {
+  if (r.stop_reason == sbx::StopReason::setup_failed || r.stop_reason == sbx::StopReason::interrupted) return "error";
+  if (r.stop_reason == sbx::StopReason::exit && r.exit_code == 0) return "pass";
+  return "fail";
+}
+
+traces::TraceFinish trace_finish_of(const sbx::ExecResult& r, const json& start_policy) {
+  traces::TraceFinish f;
+  f.status = trace_status_of(r);
+  f.exit_code = r.exit_code;
+  if (r.signal) f.signal = r.signal;
+  f.stop_reason = sbx::to_string(r.stop_reason);
+  f.resources = {{"peak_memory_bytes", r.peak_memory_bytes ? json(*r.peak_memory_bytes) : json(nullptr)},
+                 {"peak_memory_source", r.peak_memory_source},
+                 {"user_ms", r.user_ms},
+                 {"sys_ms", r.sys_ms}};
+  f.output = {{"stdout_bytes", r.out.total_bytes},
+              {"stderr_bytes", r.err.total_bytes},
+              {"dropped_bytes", r.out.dropped_bytes + r.err.dropped_bytes},
+              {"truncated", r.out.dropped_bytes + r.err.dropped_bytes > 0}};
+  f.result = {{"run_id", r.run_id},
+              {"sandbox_id", r.sandbox_id},
+              {"fresh_sandbox", r.fresh_sandbox},
+              {"limits_hit", r.limits_hit}};
+  if (!r.warning.empty()) f.result["warning"] = r.warning;
+  if (!r.output_error.empty()) {
+    f.status = "error";
+    f.error = r.output_error;
+  }
+  json policy = start_policy.is_object() ? start_policy : json::object();
+  if (!r.isolation.is_null()) policy["isolation_report"] = r.isolation;
+  f.policy = std::move(policy);
+  f.duration_ms = std::int64_t(r.duration_precise_ms + 0.5);
+  return f;
+}
+
+RunTracer::RunTracer(traces::TraceStore& store, TraceHub* hub, sbx::SandboxManager* manager)
+    : store_(store), hub_(hub), manager_(manager) {
+  if (manager_) store_.set_scrubber([m = manager_](std::string_view text) { return m->redact(text); });
+}
+
+void RunTracer::changed(const std::string& trace_id) const {
+  if (hub_) hub_->changed(trace_id);
+}
+
+Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo& info) {
+  traces::TraceStart s;
+  s.kind = "exec";
+  s.workspace_id = info.workspace_id;
+  s.parent_id = info.parent_id;
+  s.name = info.name;
+  s.client = info.client;
+  s.principal = info.principal;
+  s.command = manager_ ? manager_->redact(req.display_command) : req.display_command;
+  s.cwd = req.cwd;
+  s.policy = info.policy;
+  auto rec = store_.start(s);
+  if (!rec) return std::unexpected(rec.error());
+  const std::string id = rec->id;
+  auto dir = store_.output_dir(id);
+  if (!dir) return std::unexpected(dir.error());
+  req.run_dir = *dir;
+
+  // Output growth is announced at most every 250 ms; the end always is.
+  auto last = std::make_shared<std::atomic<std::int64_t>>(0);
+  auto previous_live = std::move(req.live_output);
+  RunTracer* self = this;
+  req.live_output = [self, id, last, previous_live](bool is_stderr, std::string_view chunk) {
+    if (previous_live) previous_live(is_stderr, chunk);
+    auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now().time_since_epoch()).count();
+    auto before = last->load();
+    if (now - before >= 250 && last->compare_exchange_strong(before, now)) self->changed(id);
+  };
+  auto previous_done = std::move(req.on_finished);
+  json policy = info.policy;
+  req.on_finished = [self, id, policy, previous_done](const sbx::ExecResult& r) {
+    if (auto done = self->store_.finish(id, trace_finish_of(r, policy)); !done)
+      spdlog::warn("trace {}: could not record the end of the run: {}", id, done.error().message);
+    self->changed(id);
+    if (previous_done) previous_done(r);
+  };
+  req.on_sandbox_cleanup = [self, id](const sbx::CleanupReport& c) {
+    json j = {{"sandbox_id", c.sandbox_id},
+              {"processes_killed", c.processes_killed},
+              {"namespaces_gone", c.namespaces_gone},
+              {"cgroups_removed", c.cgroups_removed},
+              {"temp_dirs_removed", c.temp_dirs_removed},
+              {"leftovers", c.leftovers}};
+    if (auto ok = self->store_.set_cleanup(id, j); !ok)
+      spdlog::warn("trace {}: could not record the sandbox clean-up: {}", id, ok.error().message);
+    self->changed(id);
+  };
+  return id;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,322 @@
+// Reading kiln.json: JSON parsing with positions a person can find in an editor, schema validation
+// with messages that name the key, and the checks a schema cannot express.
+#include "workspace/kiln_config.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "core/fd_io.h"
+#include "protocol/json_duplicates.h"
+#include "protocol/json_schema.h"
+#include "sandbox/secrets.h"
+#include "schemas/embedded.h"
+#include "workspace/root.h"
+
+namespace kiln::server {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxConfigBytes = 1 << 20;
+constexpr std::string_view kSchemaPath = "kiln.schema.json";
+
+struct LoadedSchema {
+  json schema;
+  std::string problem;  // set when the embedded schema is missing or unusable: a build bug
+};
+
+const LoadedSchema& loaded_schema() {
+  static const LoadedSchema s = [] {
+    LoadedSchema out;
+    for (const auto& f : kiln::schemas::all()) {
+      if (f.path != kSchemaPath) continue;
+      out.schema = json::parse(f.text, nullptr, false);
+      if (out.schema.is_discarded() || !out.schema.is_object()) {
+        out.schema = json();
+        out.problem = "the embedded schemas/kiln.schema.json is not a JSON object";
+      } else if (auto kw = protocol::unsupported_keyword(out.schema)) {
+        // A keyword the validator skips would let bad configs through unnoticed.
+        out.problem = "schemas/kiln.schema.json: " + *kw;
+      }
+      return out;
+    }
+    out.problem = "schemas/kiln.schema.json is not embedded in this build";
+    return out;
+  }();
+  return s;
+}
+
+
+std::string as_json(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string as_json(const std::string& s) { return as_json(json(s)); }
+
+Error config_error(std::string_view where, std::string_view what) {
+  return Error{Errc::invalid_argument,
+               where.empty() ? fmt::format("kiln.json: {}", what) : fmt::format("kiln.json: {}: {}", where, what)};
+}
+
+// nlohmann gives the 1-based byte index of the character it stopped at; editors want line:column.
+std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t byte) {
+  const std::size_t pos = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  const std::size_t line = 1 + std::size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(pos), '\n'));
+  const std::size_t nl = text.rfind('\n', pos == 0 ? std::string_view::npos : pos - 1);
+  const std::size_t column = nl == std::string_view::npos || pos == 0 ? pos + 1 : pos - nl;
+  return {line, column};
+}
+
+// The parser's own wording without its "[json.exception...] parse error at ...: " prefix (we give
+// the position ourselves), and with raw bytes of a broken file kept out of a UTF-8 result.
+std::string parser_message(const char* what) {
+  std::string_view w(what);
+  std::string_view msg = w;
+  if (auto pe = w.find("parse error"); pe != std::string_view::npos) {
+    if (auto colon = w.find(": ", pe); colon != std::string_view::npos) msg = w.substr(colon + 2);
+  }
+  std::string out(msg);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  }
+  return out;
+}
+
+Result<json> parse_json(std::string_view text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return std::unexpected(config_error("", "the file is empty; write {} (or delete the file) for the defaults"));
+  }
+  // nlohmann keeps the last of two equal keys without a word; in a hand-edited file the first one
+  // is usually the one the user is looking at, so a duplicate is an error.
+  std::optional<protocol::DuplicateKey> dup;
+  try {
+    json j = protocol::parse_noting_duplicates(text, dup);
+    if (dup) {
+      return std::unexpected(config_error(dup->pointer, fmt::format("duplicate key {}; JSON keeps only the last one, "
+                                                                    "so remove or merge the other",
+                                                                    as_json(dup->key))));
+    }
+    return j;
+  } catch (const json::parse_error& e) {
+    auto [line, column] = line_column(text, e.byte);
+    return std::unexpected(config_error(fmt::format("line {}, column {}", line, column), parser_message(e.what())));
+  } catch (const json::exception& e) {
+    return std::unexpected(config_error("", parser_message(e.what())));
+  }
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::vector<std::string> split(std::string_view s, std::string_view sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t at; (at = s.find(sep, start)) != std::string_view::npos; start = at + sep.size()) {
+    out.emplace_back(s.substr(start, at - start));
+  }
+  out.emplace_back(s.substr(start));
+  return out;
+}
+
+// The validator words things for tool arguments; a config file reads better with the offending
+// value quoted next to the allowed ones, and with a guess at what a misspelt key meant.
+std::string reword(const protocol::SchemaViolation& v, const json& doc) {
+  const json* value = nullptr;
+  try {
+    const json::json_pointer ptr(v.path);
+    if (doc.contains(ptr)) value = &doc.at(ptr);
+  } catch (const json::exception&) {
+  }
+  constexpr std::string_view kOneOf = "must be one of: ";
+  if (v.message.starts_with(kOneOf) && value) {
+    std::vector<std::string> allowed;
+    for (const auto& a : split(std::string_view(v.message).substr(kOneOf.size()), ", ")) allowed.push_back(as_json(a));
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    return fmt::format("expected one of {} (got {})", list, as_json(*value));
+  }
+  constexpr std::string_view kUnexpected = "unexpected property '";
+  if (v.message.starts_with(kUnexpected)) {
+    auto end = v.message.find("' (allowed: ", kUnexpected.size());
+    if (end != std::string::npos && v.message.ends_with(")")) {
+      const std::string name = v.message.substr(kUnexpected.size(), end - kUnexpected.size());
+      const std::size_t list_at = end + std::string_view("' (allowed: ").size();
+      auto allowed = split(std::string_view(v.message).substr(list_at, v.message.size() - 1 - list_at), ", ");
+      std::string best;
+      std::size_t best_d = 3;  // further than two edits is a different word, not a typo
+      for (const auto& a : allowed) {
+        auto d = edit_distance(name, a);
+        if (d < best_d) best_d = d, best = a;
+      }
+      if (!best.empty()) return fmt::format("{}; did you mean '{}'?", v.message, best);
+    }
+  }
+  return v.message;
+}
+
+// Paths in kiln.json name things inside the workspace; the sandbox would refuse anything else at
+// run time, but the config is the place to say so.
+std::optional<std::string> path_problem(const std::string& p) {
+  constexpr std::string_view kUse = "use a path inside the workspace, relative to its root";
+  if (p.find('\0') != std::string::npos) return fmt::format("{} contains a NUL byte; {}", as_json(p), kUse);
+  if (p.starts_with('/')) return fmt::format("{} is absolute; {}", as_json(p), kUse);
+  for (const auto& part : split(p, "/")) {
+    if (part == "..") return fmt::format("{} leaves the workspace through '..'; {}", as_json(p), kUse);
+  }
+  return std::nullopt;
+}
+
+Result<std::map<std::string, std::string>> env_map(const json& env, const std::string& where) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : env.items()) {
+    const std::string at = where + "/" + protocol::json_pointer_segment(k);
+    if (!sandbox::valid_secret_name(k)) {
+      return std::unexpected(config_error(at, fmt::format("{} is not an environment variable name (letters, digits "
+                                                          "and '_', not starting with a digit)",
+                                                          as_json(k))));
+    }
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.find('\0') != std::string::npos) return std::unexpected(config_error(at, "contains a NUL byte"));
+    out[k] = s;
+  }
+  return out;
+}
+
+Result<CheckConfig> to_check(const json& j, const std::string& where) {
+  CheckConfig c;
+  c.name = j.at("name").get<std::string>();
+  const json& run = j.at("run");
+  if (run.is_string()) {
+    c.display = run.get<std::string>();
+    c.argv = {"/bin/sh", "-c", c.display};
+  } else {
+    for (const auto& a : run) c.argv.push_back(a.get<std::string>());
+    c.display = as_json(run);
+    if (c.argv.front().empty()) return std::unexpected(config_error(where + "/run/0", "the program name is empty"));
+  }
+  for (const auto& a : c.argv) {
+    if (a.find('\0') != std::string::npos) return std::unexpected(config_error(where + "/run", "contains a NUL byte"));
+  }
+  c.description = j.value("description", "");
+  c.cwd = j.value("cwd", "");
+  if (!c.cwd.empty()) {
+    if (auto p = path_problem(c.cwd)) return std::unexpected(config_error(where + "/cwd", *p));
+  }
+  if (c.cwd == ".") c.cwd.clear();
+  if (j.contains("timeout_s")) c.timeout_s = j.at("timeout_s").get<double>();
+  if (j.contains("env")) {
+    auto env = env_map(j.at("env"), where + "/env");
+    if (!env) return std::unexpected(env.error());
+    c.env = std::move(*env);
+  }
+  if (j.contains("report")) {
+    ReportConfig r{j.at("report").at("format").get<std::string>(), j.at("report").at("path").get<std::string>()};
+    if (auto p = path_problem(r.path)) return std::unexpected(config_error(where + "/report/path", *p));
+    c.report = std::move(r);
+  }
+  c.on_failure_continue = j.value("on_failure", "stop") == "continue";
+  return c;
+}
+
+// Runs on a document the schema accepted, so every get<> below meets the type it expects.
+Result<KilnConfig> to_config(json doc) {
+  KilnConfig out;
+  if (doc.contains("verify")) {
+    const json& verify = doc.at("verify");
+    std::map<std::string, std::size_t> seen;
+    for (std::size_t i = 0; i < verify.size(); ++i) {
+      const std::string where = fmt::format("/verify/{}", i);
+      auto check = to_check(verify[i], where);
+      if (!check) return std::unexpected(check.error());
+      auto [it, fresh] = seen.emplace(check->name, i);
+      if (!fresh) {
+        return std::unexpected(config_error(
+            where + "/name", fmt::format("check name {} is already used by /verify/{}; check names must be unique",
+                                         as_json(check->name), it->second)));
+      }
+      out.checks.push_back(std::move(*check));
+    }
+  }
+  if (doc.contains("sandbox")) {
+    out.sandbox = doc.at("sandbox");
+    if (out.sandbox.contains("env")) {
+      if (auto env = env_map(out.sandbox.at("env"), "/sandbox/env"); !env) return std::unexpected(env.error());
+    }
+  }
+  if (doc.contains("publish")) {
+    const json& p = doc.at("publish");
+    out.publish.path = p.value("path", "");
+    out.publish.name = p.value("name", "");
+    out.publish.share = p.value("share", "");
+    if (!out.publish.path.empty()) {
+      if (auto problem = path_problem(out.publish.path)) {
+        return std::unexpected(config_error("/publish/path", *problem));
+      }
+    }
+  }
+  out.raw = std::move(doc);
+  return out;
+}
+
+}  // namespace
+
+const json& kiln_config_schema() { return loaded_schema().schema; }
+
+Result<KilnConfig> parse_kiln_config(std::string_view text) {
+  const auto& schema = loaded_schema();
+  if (!schema.problem.empty()) return fail(Errc::internal, "cannot check kiln.json: " + schema.problem);
+  if (text.size() > kMaxConfigBytes) {
+    return std::unexpected(config_error("", "larger than 1 MiB; it is a small configuration file"));
+  }
+  auto doc = parse_json(text);
+  if (!doc) return std::unexpected(doc.error());
+  if (auto v = protocol::validate(schema.schema, *doc)) return std::unexpected(config_error(v->path, reword(*v, *doc)));
+  try {
+    return to_config(std::move(*doc));
+  } catch (const json::exception& e) {
+    // Only reachable if the schema and to_config disagree about a type.
+    return fail(Errc::internal, fmt::format("kiln.json: schema and loader disagree: {}", e.what()));
+  }
+}
+
+LoadedConfig load_config(const workspace::Root& root) {
+  LoadedConfig out;
+  out.source = "defaults";
+  auto fd = root.open("kiln.json", O_RDONLY);
+  if (!fd) {
+    if (fd.error().code != Errc::not_found) out.error = "kiln.json: " + fd.error().message;
+    return out;
+  }
+  std::string text;
+  if (!read_all(fd->get(), text, kMaxConfigBytes)) {
+    out.error = errno == EFBIG ? "kiln.json: larger than 1 MiB; it is a small configuration file"
+                               : "kiln.json: could not be read (an I/O error)";
+    return out;
+  }
+  auto parsed = parse_kiln_config(text);
+  if (!parsed) {
+    out.error = parsed.error().message;
+    return out;
+  }
+  out.config = parsed->raw;
+  out.source = "kiln.json";
+  out.typed = std::move(*parsed);
+  return out;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,76 @@
+// kiln.json as typed C++: validated against schemas/kiln.schema.json plus the rules a schema cannot
+// say (unique check names, paths that stay in the workspace), so `verify` and `publish` trust it.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kiln::workspace { class Root; }
+
+namespace kiln::server {
+
+struct ReportConfig {
+  std::string format;  // "junit" or "tap"
+  std::string path;    // relative to the workspace root, no ".." components
+};
+
+struct CheckConfig {
+  std::string name;
+  // What to exec: a string `run` becomes {"/bin/sh", "-c", run}, an array is taken as is.
+  std::vector<std::string> argv;
+  // The command as the user wrote it: the string itself, or the argv array as JSON (as sandbox_exec
+  // shows commands), for traces and listings.
+  std::string display;
+  std::string description;
+  std::string cwd;  // relative to the workspace root; empty means the root
+  std::optional<double> timeout_s;
+  std::map<std::string, std::string> env;
+  std::optional<ReportConfig> report;
+  bool on_failure_continue = false;  // on_failure: "continue"; the default "stop" skips later checks
+};
+
+// Each field empty when kiln.json leaves it out; the publish tool supplies its own defaults.
+struct PublishConfig {
+  std::string path;
+  std::string name;
+  std::string share;  // "", "public", "password" or "invite"
+};
+
+struct KilnConfig {
+  std::vector<CheckConfig> checks;
+  // Kept as JSON: sandbox::make_policy merges it with call arguments and owns its meaning.
+  nlohmann::json sandbox = nlohmann::json::object();
+  PublishConfig publish;
+  nlohmann::json raw = nlohmann::json::object();  // the whole document as parsed
+  std::string source = "kiln.json";
+};
+
+// Parses and validates the text of a kiln.json. Every error is invalid_argument with a message that
+// starts "kiln.json: " and names where, e.g.
+//   kiln.json: /verify/1/report/format: expected one of "junit", "tap" (got "xml")
+//   kiln.json: line 4, column 12: syntax error while parsing object - unexpected '}'; ...
+// Never throws.
+Result<KilnConfig> parse_kiln_config(std::string_view text);
+
+// The embedded schemas/kiln.schema.json, parsed once (for tests and for tools that show it).
+const nlohmann::json& kiln_config_schema();
+
+// kiln.json of the workspace root, parsed and checked against schemas/kiln.schema.json; defaults
+// when absent. A broken or invalid file is reported in `error` (and `config` holds the defaults)
+// rather than failing the caller, so the workspace still opens.
+struct LoadedConfig {
+  nlohmann::json config = nlohmann::json::object();  // the document as written, when valid
+  std::string source;  // "kiln.json" or "defaults"
+  std::string error;
+  std::optional<KilnConfig> typed;  // set exactly when source is "kiln.json"
+};
+LoadedConfig load_config(const workspace::Root& root);
+
+}  // namespace kiln::server
