@@ -11,7 +11,7 @@ namespace kiln::cli {
 // Adds both options to `app` and, recursively, to each of its subcommands (all writing `global`).
 void add_global_options(CLI::App& app, GlobalOptions& global);
 
-// Accepts what the log-level parser (server/logging.h) accepts; help lists its level names.
+// Accepts what the log-level parser (mcp/logging.h) accepts; help lists its level names.
 CLI::Validator log_level_validator();
 
 }  // namespace kiln::cli
