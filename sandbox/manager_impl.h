@@ -28,6 +28,9 @@
 
 namespace kiln::sandbox {
 
+// How many finished runs stay findable (their output, by run id) per manager.
+inline constexpr std::size_t kMaxFinishedRuns = 1000;
+
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
