@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,29 @@
 #include "sandbox/spawn.h"
 
 namespace kiln::sandbox {
+
+namespace {
+
+// A helper that dies before reading its spec closes the pipe: the write must fail with EPIPE, not
+// raise a SIGPIPE that kills the caller (`kiln run`, `kiln verify` and the unit tests do not ignore
+// it, kiln mcp does). SIGPIPE is blocked for this thread during the write, and one it raised is
+// taken back before the mask is restored.
+bool write_spec(int fd, std::string_view text) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  bool ok = write_all(fd, text);
+  if (!ok && errno == EPIPE) {
+    const timespec zero{};
+    while (::sigtimedwait(&pipe_only, nullptr, &zero) > 0) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
+}
+
+}  // namespace
 
 using nlohmann::json;
 
@@ -104,7 +128,7 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
   HelperStart out;
   out.pid = *pid;
   std::string text = spec.dump();
-  (void)write_all(spec_w.get(), text);  // a failure means the helper died early; its status fd says why
+  (void)write_spec(spec_w.get(), text);  // a failure means the helper died early; its status fd says why
   spec_w.reset();
 
   std::string buf;

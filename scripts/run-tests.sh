@@ -114,6 +114,8 @@ run_unit() {
     echo "unit: $skipped doctest cases skipped, not run (named in $full):"
     grep '^\[kiln\] SKIP ' "$full" | sort -u | sed 's/^\[kiln\] SKIP /  /'
   fi
+  # node:test files beside the unit tests that drive the built unit executables (the sandbox gate).
+  run_node unit-node unit
 }
 
 # node's spec reporter closes with "ℹ pass N", "ℹ fail N", "ℹ cancelled N".

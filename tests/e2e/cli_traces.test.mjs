@@ -171,3 +171,16 @@ test('an unknown or missing id is a clear error with exit 1 or 2', (t) => {
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /which trace\?/);
 });
+
+// A helper that dies before reading its spec (here /bin/false) closes the spec pipe under kiln's
+// write: kiln run and kiln verify must report why, not die of SIGPIPE (exit 141, no message).
+test('kiln run and kiln verify with a helper that cannot start: a clear error, not a SIGPIPE death', () => {
+  const env = { ...kilnEnv(home), KILN_SANDBOX_HELPER: '/bin/false' };
+  for (const args of [['run', '--', 'true'], ['verify']]) {
+    const r = spawnSync(kilnBin(), args, { cwd: ws, env, encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.signal, null, `kiln ${args[0]} was killed by ${r.signal}`);
+    assert.notEqual(r.status, 141, `kiln ${args[0]} died of SIGPIPE: ${r.stderr}`);
+    assert.notEqual(r.status, 0, r.stderr);
+    assert.match(r.stderr, /sandbox|helper/i, `kiln ${args[0]} said nothing useful: ${r.stderr}`);
+  }
+});

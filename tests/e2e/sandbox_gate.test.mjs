@@ -1,14 +1,13 @@
 // The sandbox gate itself (tests/lib/sandbox_probe.mjs, check_helper.py's sandbox_unavailable,
 // tests/unit/skip.h): with a kiln-sandbox that cannot start (KILN_SANDBOX_HELPER=/bin/false), the
 // tests that need it are skipped with kiln's reason, and under KILN_REQUIRE_SANDBOX=1 they fail
-// with it. Runs a fixture test file, the helper's own checks and the sandbox unit tests as children.
+// with it. Runs a fixture test file and the helper's own checks as children.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { connectClient, kilnBin, repoRoot, structured, tempDir, testsDir } from '../lib/kiln.mjs';
+import { connectClient, kilnBin, structured, tempDir, testsDir } from '../lib/kiln.mjs';
 import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const BROKEN = { KILN_SANDBOX_HELPER: '/bin/false' };
@@ -73,27 +72,5 @@ test('check_helper.py: a helper that cannot start is a failed check naming why, 
   }
 });
 
-// The sandbox unit tests (only manager_test.cpp's cases, the ones that start sandboxes; doctest's
-// summary counts the filtered-out cases as skipped, so the skips are counted by name).
-const unitBin = path.join(path.dirname(kilnBin()), 'tests', 'unit', 'sandbox', 'kiln_sandbox_tests');
-const noUnit = !fs.existsSync(unitBin) && `${path.relative(repoRoot, unitBin)} is not built (cmake --build build)`;
-const runUnit = (extra) => spawnSync(unitBin, ['-sf=*manager_test.cpp'], { env: childEnv(extra), encoding: 'utf8', timeout: 120000 });
-
-test('unit: a sandbox that cannot start skips the cases with doctest::skip, and names them', { skip: noUnit }, () => {
-  const r = runUnit(BROKEN);
-  const out = r.stdout + r.stderr;
-  assert.equal(r.status, 0, out);
-  assert.match(out, /\| 0 failed \|/);
-  assert.equal(out.match(/^\[doctest\] SKIPPED: /gm)?.length, 6, out);
-  assert.match(out, /^\[kiln\] SKIP unit\.sandbox .*the sandbox helper ended during setup/m);
-});
-
-test('unit: KILN_REQUIRE_SANDBOX=1 and a sandbox that cannot start fails those cases with the reason', { skip: noUnit }, () => {
-  const r = runUnit({ ...BROKEN, KILN_REQUIRE_SANDBOX: '1' });
-  const out = r.stdout + r.stderr;
-  assert.notEqual(r.status, 0, out);
-  assert.match(out, /\| 6 failed \|/);
-  assert.doesNotMatch(out, /^\[doctest\] SKIPPED: /m);
-  assert.match(out, /logged: the sandbox helper cannot run here: the sandbox helper ended during setup/);
-  assert.match(out, REASON);
-});
+// The unit tests' side of the gate is tests/unit/sandbox_gate.test.mjs, run by the unit suite
+// once the unit tests are built.
