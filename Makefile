@@ -35,7 +35,7 @@ node-deps: deps
 # VS Code end-to-end test, Neovim 0.10): downloads, so make test fetches them while it compiles.
 prefetch: node-deps
 	@scripts/npm-deps.sh editor-plugins/vscode >/dev/null
-	@tests/editors/vscode/install.sh $(abspath $(BUILD)) >$(BUILD)/prefetch-vscode.log 2>&1 || echo "prefetch: code-server install failed; the vscode suite retries and reports it ($(BUILD)/prefetch-vscode.log)"
+	@nice -n 10 tests/editors/vscode/install.sh $(abspath $(BUILD)) >$(BUILD)/prefetch-vscode.log 2>&1 || echo "prefetch: code-server install failed; the vscode suite retries and reports it ($(BUILD)/prefetch-vscode.log)"
 	@scripts/install-nvim010.sh $(abspath $(BUILD)) >$(BUILD)/prefetch-nvim.log 2>&1 || echo "prefetch: Neovim 0.10 not fetched; the nvim suite retries and reports it"
 
 configure: deps
@@ -64,12 +64,10 @@ package: bins
 	cd $(BUILD) && cpack --config CPackConfig.cmake
 	@scripts/vsix.sh $(BUILD)
 
-# The binaries are built while the downloads run; then run-tests.sh builds the unit tests and the
-# fuzz targets in the background while the suites that need only the binaries run.
+# The fuzz targets build in the background from the start, the binaries while the downloads run;
+# then run-tests.sh builds the unit tests in the background while the other suites run.
 test: deps
-	@mkdir -p $(BUILD)
-	@$(MAKE) --no-print-directory -j2 bins prefetch
-	@scripts/run-tests.sh --overlap-builds $(BUILD)
+	@scripts/test-all.sh $(BUILD)
 
 # Every suite (but fuzz, sanitized on its own) against kiln and kiln-sandbox built with ASan+UBSan
 # (preset "asan", build-asan/); fails on any sanitizer report. ASAN_SUITES="unit e2e" narrows it.

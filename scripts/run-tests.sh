@@ -4,10 +4,10 @@
 # [security] [robustness] [fuzz] [conformance] [nvim] [vscode] [install]   (default: all)
 # Every suite runs even when an earlier one failed; the exit status is non-zero if anything
 # failed or if no test ran at all.
-# --overlap-builds (make test): only kiln and kiln-sandbox are built yet. The unit tests and the
-# clang fuzz targets are built in the background, at the lowest CPU priority, while the suites
-# that need only the binaries run (they mostly wait on processes, sockets and browsers); unit and
-# fuzz run last, once their build is done. On two cores this saves most of a cold build.
+# --overlap-builds (make test, scripts/test-all.sh): only kiln and kiln-sandbox are built yet. The
+# unit tests and the clang fuzz targets are built in the background, at the lowest CPU priority,
+# while the suites that need only the binaries run (they mostly wait on processes, sockets and
+# browsers); unit, install and fuzz run last, once their build is done.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,35 +29,34 @@ failed=0
 failures=()
 timings=()
 
-# The background builds of --overlap-builds: one chain (unit tests, then the fuzz targets), each
-# step leaving its exit status in $logs/bg-<step>.rc for the suite that waits on it.
-bg_chain=
-bg_steps=
+# The background builds of --overlap-builds, each a process group (scripts/bg-build.sh) that leaves
+# its exit status in $logs/bg-<step>.rc for the suite that waits on it. The fuzz build may already
+# run, started by scripts/test-all.sh (KILN_FUZZ_BUILD_PID).
+declare -A bg_pid=()
+start_step() { # step, then the command
+  local step=$1
+  shift
+  setsid "$root/scripts/bg-build.sh" "$step" "$logs" "$@" &
+  bg_pid[$step]=$!
+}
 start_background_builds() {
-  local want_unit=0 want_fuzz=0 s
+  local s
   for s in "${suites[@]}"; do
-    [[ $s == unit ]] && want_unit=1
-    [[ $s == fuzz ]] && want_fuzz=1
+    case $s in
+      unit) start_step unit cmake --build "$build_abs" -j "${JOBS:-2}" ;;
+      fuzz)
+        if [[ -n ${KILN_FUZZ_BUILD_PID:-} ]]; then
+          bg_pid[fuzz]=$KILN_FUZZ_BUILD_PID
+        else
+          start_step fuzz "$root/scripts/fuzz.sh" --build-only "$build_abs"
+        fi ;;
+    esac
   done
-  rm -f "$logs"/bg-unit.rc "$logs"/bg-fuzz.rc
-  bg_steps=""
-  ((want_unit)) && bg_steps+=" unit"
-  ((want_fuzz)) && bg_steps+=" fuzz"
-  (
-    if ((want_unit)); then
-      nice -n 19 cmake --build "$build_abs" -j "${JOBS:-2}" >"$logs/build-unit.log" 2>&1
-      echo $? >"$logs/bg-unit.rc"
-    fi
-    if ((want_fuzz)); then
-      nice -n 19 "$root/scripts/fuzz.sh" --build-only "$build_abs" >"$logs/build-fuzz.log" 2>&1
-      echo $? >"$logs/bg-fuzz.rc"
-    fi
-  ) &
-  bg_chain=$!
-  echo "run-tests: building the unit tests and the fuzz targets in the background (logs: $logs/build-unit.log, build-fuzz.log)"
+  echo "run-tests: building ${!bg_pid[*]} in the background (logs: $logs/build-<step>.log)"
 }
 stop_background_builds() {
-  [[ -n $bg_chain ]] && kill -0 "$bg_chain" 2>/dev/null && pkill -TERM -P "$bg_chain" 2>/dev/null
+  local p
+  for p in "${bg_pid[@]}"; do kill -0 "$p" 2>/dev/null && kill -TERM -- "-$p" 2>/dev/null; done
   return 0
 }
 trap stop_background_builds EXIT
@@ -66,10 +65,10 @@ trap stop_background_builds EXIT
 wait_background() {
   local step=$1
   ((overlap)) || return 0
-  [[ " $bg_steps " == *" $step "* ]] || return 0
+  [[ -n ${bg_pid[$step]:-} ]] || return 0
   echo "run-tests: waiting for the background $step build"
   while [[ ! -f $logs/bg-$step.rc ]]; do
-    kill -0 "$bg_chain" 2>/dev/null || break
+    kill -0 "${bg_pid[$step]}" 2>/dev/null || { sleep 1; break; }
     sleep 2
   done
   local rc

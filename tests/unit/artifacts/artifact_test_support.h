@@ -14,16 +14,13 @@
 
 #include "artifacts/artifact_store.h"
 #include "workspace/root.h"
+#include "../temp_dir.h"
 
 namespace kiln::artifacts::testing {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/kiln-artifacts-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A scratch folder named for these tests (tests/unit/temp_dir.h).
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln-artifacts-test") {}
 };
 
 inline void write_file(const std::string& path, const std::string& data) {

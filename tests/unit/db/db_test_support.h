@@ -12,16 +12,13 @@
 #include "db/database.h"
 #include "db/statement.h"
 
+#include "../temp_dir.h"
+
 namespace kiln::db::test {
 
-struct Scratch {
-  std::string dir;
-  Scratch() {
-    char tmpl[] = "/tmp/kiln-db-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
-  }
-  ~Scratch() { std::filesystem::remove_all(dir); }
+struct Scratch : kiln::test::TempDir {
+  std::string dir = path;
+  Scratch() : kiln::test::TempDir("kiln-db-test") {}
   std::string db() const { return dir + "/test.db"; }
 };
 

@@ -18,6 +18,7 @@
 #include "mcp/tool_registry.h"
 #include "tools/tools.h"
 #include "workspace/state_store.h"
+#include "../temp_dir.h"
 
 using nlohmann::json;
 using namespace kiln;
@@ -242,13 +243,9 @@ TEST_CASE("a new connection for a stream ends the previous one; the buffer keeps
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/kiln-mcp-http-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A scratch folder named for these tests (tests/unit/temp_dir.h).
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln-mcp-http-test") {}
 };
 
 const std::string kAlice = std::string(40, 'a');

@@ -15,6 +15,7 @@
 #include "mcp/tool_registry.h"
 #include "tools/tools.h"
 #include "workspace/state_store.h"
+#include "../temp_dir.h"
 
 using nlohmann::json;
 using namespace kiln;
@@ -22,13 +23,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/kiln-session-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A scratch folder named for these tests (tests/unit/temp_dir.h).
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln-session-test") {}
 };
 
 // Collects everything the session sends and lets a test wait for a particular message.

@@ -12,16 +12,13 @@
 #include <string>
 
 #include "traces/trace_store.h"
+#include "../temp_dir.h"
 
 namespace kiln::traces::testing {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/kiln-traces-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A scratch folder named for these tests (tests/unit/temp_dir.h).
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln-traces-test") {}
 };
 
 inline std::unique_ptr<TraceStore> open_store(const std::string& dir) {

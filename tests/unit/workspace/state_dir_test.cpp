@@ -12,19 +12,15 @@
 #include "workspace/state_dir.h"
 
 #include "../skip.h"
+#include "../temp_dir.h"
 
 namespace fs = std::filesystem;
 using kiln::workspace::secure_state_dir;
 
 namespace {
 
-struct Tmp {
-  std::string path;
-  Tmp() {
-    char t[] = "/tmp/kiln-statedir-test-XXXXXX";
-    path = ::mkdtemp(t);
-  }
-  ~Tmp() { fs::remove_all(path); }
+struct Tmp : kiln::test::TempDir {
+  Tmp() : kiln::test::TempDir("kiln-statedir-test") {}
 };
 
 mode_t mode_of(const std::string& p) {

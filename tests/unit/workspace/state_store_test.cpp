@@ -9,18 +9,15 @@
 #include <vector>
 
 #include "workspace/state_store.h"
+#include "../temp_dir.h"
 
 using kiln::workspace::StateStore;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/kiln-store-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A scratch folder named for these tests (tests/unit/temp_dir.h).
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln-store-test") {}
 };
 
 }  // namespace
