@@ -36,8 +36,12 @@ declare -A bg_pid=()
 start_step() { # step, then the command
   local step=$1
   shift
-  setsid "$root/scripts/bg-build.sh" "$step" "$logs" "$@" &
+  # Its own process group (so it can be stopped as a whole), in this session: with the kernel's
+  # autogroup scheduling a new session (setsid) would get an equal CPU share whatever its nice.
+  set -m
+  "$root/scripts/bg-build.sh" "$step" "$logs" "$@" &
   bg_pid[$step]=$!
+  set +m
 }
 start_background_builds() {
   local s

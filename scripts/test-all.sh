@@ -13,8 +13,11 @@ logs=$build_abs/test-logs
 
 fuzz_pid=
 if [[ ${KILN_SKIP_FUZZ_PREBUILD:-} != 1 ]]; then
-  setsid "$root/scripts/bg-build.sh" fuzz "$logs" "$root/scripts/fuzz.sh" --build-only "$build_abs" &
+  # Its own process group, in this session (a new session would escape nice under autogroup).
+  set -m
+  "$root/scripts/bg-build.sh" fuzz "$logs" "$root/scripts/fuzz.sh" --build-only "$build_abs" &
   fuzz_pid=$!
+  set +m
 fi
 if ! make -C "$root" --no-print-directory -j2 BUILD="$build" bins prefetch; then
   [[ -n $fuzz_pid ]] && kill -TERM -- "-$fuzz_pid" 2>/dev/null
