@@ -41,7 +41,10 @@ test('case 9: host processes are invisible and kill -1 does not reach them', asy
     assert.ok(n > 0 && n < 16, `the sandbox sees ${n} processes (host processes visible?)\n${r.out}`);
     // kill -1 signals every process the caller may signal: inside, that is the sandbox only.
     killMinusOne = await callTool(k, 'sandbox_exec', { command: 'kill -TERM -1; kill -9 -1; echo "minus1 rc=$?"', sandbox_id: id });
-    if (!killMinusOne.isError) assert.match(JSON.stringify(killMinusOne.structuredContent), /minus1 rc=0/, "the command itself survived its own kill -1 and its output came back");
+    // Its exit status says only whether anything was left for the second kill to signal (ESRCH when
+    // the TERM had already ended the rest, a race), so any status is fine: what matters is that
+    // the command survived its own kill -1 and its output came back.
+    if (!killMinusOne.isError) assert.match(JSON.stringify(killMinusOne.structuredContent), /minus1 rc=[01]\b/, "the command itself survived its own kill -1 and its output came back");
     assert.ok(alive(sleeper.pid), 'kill -1 from inside killed a host process');
     // The sandbox itself survives its own kill -1 and still serves.
     const again = await exec(k, 'echo still-serving', { sandbox_id: id });
