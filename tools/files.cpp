@@ -1,6 +1,5 @@
 // file_read, file_write, file_edit, file_move, file_delete: thin handlers that decode arguments
 // (already validated against schemas/tools/file_*.json), call workspace/file_ops and encode.
-#include <fmt/format.h>
 
 #include "mcp/session_state.h"
 #include "mcp/tool_registry.h"

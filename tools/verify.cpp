@@ -1,5 +1,4 @@
 // The verify tool: decode, run the engine (runs/verify_runner.cpp) with MCP progress, encode.
-#include <fmt/format.h>
 
 #include "runs/run_tracing.h"
 #include "mcp/session_state.h"

@@ -246,7 +246,6 @@ Result<GrepResult> TraceStore::grep_output(const std::string& id, const std::str
     cur = 0;
   }
   g.next_offset = line_start;
-  g.scanned_bytes = line_start - start;
   g.eof = line_start >= size || held_back;
   cache_line(key_prefix + std::to_string(line_start), line_no);
   return g;

@@ -125,7 +125,6 @@ struct GrepResult {
   std::vector<GrepMatch> matches;
   uint64_t next_offset = 0;  // where to continue; always a line start
   uint64_t total_bytes = 0;
-  uint64_t scanned_bytes = 0;
   bool eof = false;          // nothing left to scan (for now, if the trace is still running)
 };
 

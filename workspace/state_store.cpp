@@ -2,6 +2,8 @@
 // timeout lets an agent's `kiln mcp` and an editor's share one state directory.
 #include "workspace/state_store.h"
 
+#include "workspace/state_dir.h"
+
 #include <sys/stat.h>
 
 #include <array>
@@ -53,13 +55,9 @@ std::string now_iso8601() {
 }
 
 Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& state_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(state_dir, ec);
-  if (ec) {
-    return fail(Errc::io, fmt::format("cannot create state directory {}: {}; set KILN_HOME to a writable folder",
-                                      state_dir, ec.message()));
-  }
-  ::chmod(state_dir.c_str(), 0700);  // traces, secrets and password hashes live here
+  // The one check and narrowing of the state directory (state_dir.h): a second chmod here would
+  // narrow a folder that check refuses to touch.
+  if (auto ok = secure_state_dir(state_dir); !ok) return std::unexpected(ok.error());
   std::unique_ptr<StateStore> store(new StateStore(state_dir));
   // Versioned with user_version so later layers add tables without touching existing ones.
   static constexpr db::Migration kSchema[] = {
