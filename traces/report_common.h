@@ -21,6 +21,9 @@ struct SourceLocation {
 // frame outside site-packages. Only the first 64 KiB are scanned.
 std::optional<SourceLocation> find_source_location(std::string_view text);
 
+// Test and file names in a report are cut to this many bytes (JUnit and TAP alike).
+inline constexpr std::size_t kMaxNameBytes = 1024;
+
 // Valid UTF-8 (invalid bytes become U+FFFD), cut at a character boundary to at most max_bytes,
 // with "…" marking a cut. keep_tail keeps the end instead (process output ends with the error).
 std::string clip_text(std::string_view text, std::size_t max_bytes, bool keep_tail = false);

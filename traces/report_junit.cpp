@@ -15,9 +15,9 @@ namespace kiln::traces {
 namespace {
 
 using detail::clip_text;
+using detail::kMaxNameBytes;
 using detail::trim;
 
-constexpr std::size_t kMaxNameBytes = 1024;
 constexpr std::size_t kMaxScanBytes = 64 * 1024;
 constexpr std::size_t kMaxSuiteDepth = 32;
 

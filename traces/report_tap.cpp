@@ -17,9 +17,9 @@ namespace kiln::traces {
 namespace {
 
 using detail::clip_text;
+using detail::kMaxNameBytes;
 using detail::trim;
 
-constexpr std::size_t kMaxNameBytes = 1024;
 constexpr std::size_t kMaxYamlLines = 4000;
 
 enum class Directive { none, skip, todo };
