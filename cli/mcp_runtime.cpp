@@ -12,6 +12,7 @@
 #include "runs/run_tracing.h"
 #include "runs/trace_hub.h"
 #include "sandbox/manager.h"
+#include "services/service_host.h"
 #include "tools/publish.h"
 #include "tools/tools.h"
 #include "tools/trace_resources.h"
@@ -29,12 +30,12 @@ using server::ToolRegistry;
 using server::TraceHub;
 
 void fill_registry(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, RunTracer* tracer,
-                   artifacts::ArtifactStore* artifacts) {
+                   services::ServiceHost* services, artifacts::ArtifactStore* artifacts) {
   server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr, artifacts);
   server::register_file_tools(registry);
   server::register_search_tools(registry);
-  server::register_sandbox_tools(registry, sandboxes, tracer);
-  if (tracer) server::register_trace_tools(registry, *tracer, sandboxes);
+  server::register_sandbox_tools(registry, sandboxes, tracer, services);
+  if (tracer) server::register_trace_tools(registry, *tracer, sandboxes, services);
   if (tracer && artifacts) server::register_publish_tools(registry, *tracer, *artifacts);
   registry.check_complete();
 }
@@ -46,6 +47,7 @@ struct Runtime {
   std::unique_ptr<traces::TraceStore> traces;
   TraceHub trace_hub;
   std::unique_ptr<RunTracer> tracer;
+  std::unique_ptr<services::ServiceHost> service_host;
   std::unique_ptr<artifacts::ArtifactStore> artifacts;
   ToolRegistry registry;
   ResourceProvider trace_family;
@@ -77,6 +79,7 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   if (!traces) return std::unexpected(traces.error());
   owned->traces = std::move(*traces);
   owned->tracer = std::make_unique<RunTracer>(*owned->traces, &owned->trace_hub, owned->sandboxes.get());
+  owned->service_host = std::make_unique<services::ServiceHost>(*owned->sandboxes, owned->tracer.get(), options.state_dir);
 
   auto artifacts = artifacts::ArtifactStore::open(options.state_dir);
   if (!artifacts) return std::unexpected(artifacts.error());
@@ -86,7 +89,7 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
   // meanwhile (tools/list and tools/call wait for it).
   rt->registry.populate_in_background([](ToolRegistry& r) {
-    fill_registry(r, *rt->sandboxes, rt->tracer.get(), rt->artifacts.get());
+    fill_registry(r, *rt->sandboxes, rt->tracer.get(), rt->service_host.get(), rt->artifacts.get());
   });
   rt->context = std::make_unique<ServerContext>(ServerContext{*rt->store, rt->registry, {}});
   ServerContext& server = *rt->context;

@@ -15,7 +15,8 @@
 #include "sandbox/manager.h"
 #include "mcp/principal.h"
 #include "runs/run_tracing.h"
-#include "runs/verify_runner.h"
+#include "services/service_host.h"
+#include "verify/verify_runner.h"
 #include "traces/junit_writer.h"
 
 namespace kiln::cli {
@@ -59,6 +60,7 @@ int run_verify_checks(const VerifyOptions& o, const std::string& state_dir) {
   mo.helper_path = default_helper_path();
   sandbox::SandboxManager m(mo);
   server::RunTracer tracer(*local->traces, nullptr, &m);
+  services::ServiceHost services(m, &tracer, state_dir);
 
   const bool tty = ::isatty(2);
   server::VerifyTarget target{local->record.id, local->record.name,
@@ -68,6 +70,7 @@ int run_verify_checks(const VerifyOptions& o, const std::string& state_dir) {
   req.client = json{{"name", "kiln verify"}, {"version", KILN_VERSION}};
   req.principal = server::local_principal();  // the CLI acts as the local user
   req.stop = stop.get_token();
+  req.services = &services;
   req.progress = [tty, json_out = o.json](double, double, const std::string& msg) {
     if (json_out && !tty) return;
     if (tty) std::fprintf(stderr, "\033[2K\r\033[1m%s\033[0m\n", msg.c_str());

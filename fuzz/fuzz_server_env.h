@@ -12,6 +12,7 @@
 #include "artifacts/artifact_store.h"
 #include "fuzz/fuzz_support.h"
 #include "sandbox/manager.h"
+#include "services/service_host.h"
 #include "runs/run_tracing.h"
 #include "mcp/session.h"
 #include "mcp/session_state.h"
@@ -46,6 +47,7 @@ struct ServerEnv {
   std::unique_ptr<traces::TraceStore> traces;
   server::TraceHub hub;
   std::unique_ptr<server::RunTracer> tracer;
+  std::unique_ptr<services::ServiceHost> service_host;
   std::unique_ptr<artifacts::ArtifactStore> artifacts;
   server::ToolRegistry staging;  // the real handlers
   server::ToolRegistry registry; // the same, behind the harness guard
@@ -114,8 +116,9 @@ struct ServerEnv {
     server::register_workspace_tools(staging, sandboxes.get(), traces.get(), artifacts.get());
     server::register_file_tools(staging);
     server::register_search_tools(staging);
-    server::register_sandbox_tools(staging, *sandboxes, tracer.get());
-    server::register_trace_tools(staging, *tracer, *sandboxes);
+    service_host = std::make_unique<services::ServiceHost>(*sandboxes, tracer.get(), state_dir);
+    server::register_sandbox_tools(staging, *sandboxes, tracer.get(), service_host.get());
+    server::register_trace_tools(staging, *tracer, *sandboxes, service_host.get());
     server::register_publish_tools(staging, *tracer, *artifacts);
     staging.check_complete();
     for (const auto& def : staging.definitions()) {

@@ -90,7 +90,7 @@ void RunTracer::changed(const std::string& trace_id) const {
 
 Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo& info) {
   traces::TraceStart s;
-  s.kind = "exec";
+  s.kind = info.kind;
   s.workspace_id = info.workspace_id;
   s.parent_id = info.parent_id;
   s.name = info.name;

@@ -19,6 +19,7 @@ class TraceHub;
 
 // Who and under which policy: what the record says besides the command.
 struct ExecTraceInfo {
+  std::string kind = "exec";             // or "service": a service's own process
   std::string workspace_id;
   std::optional<std::string> parent_id;  // a verify step's verify
   std::string name;                      // check name of a verify step

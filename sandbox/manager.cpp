@@ -144,6 +144,14 @@ std::shared_ptr<Sandbox> SandboxManager::Impl::find_sandbox_of(const std::string
 
 namespace {
 
+// The service data folders a sandbox has read-write, for its isolation report.
+std::string data_binds_text(const SandboxPolicy& p) {
+  std::string out;
+  for (const auto& b : p.data_binds) out += "; " + b.target + " read-write (service data)";
+  if (p.hosts_services && ::getuid() == 0) out += "; ids inside 65534 (services refuse root)";
+  return out;
+}
+
 // RLIMIT_NPROC is counted per (user namespace, uid) since Linux 5.14 (ucounts); before, it
 // counted every process of the uid on the host, which makes it useless as a sandbox default.
 bool nproc_counted_per_user_namespace() {
@@ -354,10 +362,12 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
                          {"landlock", rep.value("landlock", json(nullptr))},
                          {"no_new_privs", true},
                          {"capabilities", "all dropped"},
-                         {"network", to_string(p.network)},
+                         {"network", p.hosts_services && p.network == Network::none
+                                         ? "none (loopback up for the sandbox's services)"
+                                         : to_string(p.network)},
                          {"filesystem", fmt::format("{} read-write; read-only system folders; private /tmp; "
-                                                    "read-only /proc with host-wide entries masked",
-                                                    p.workspace_root)},
+                                                    "read-only /proc with host-wide entries masked{}",
+                                                    p.workspace_root, data_binds_text(p))},
                          {"proc", rep.value("proc", json(nullptr))},
                          {"env", "filtered: PATH, HOME, LANG, TERM, env and secrets only"},
                          {"limits", limits},
@@ -523,11 +533,14 @@ void SandboxManager::Impl::retire_sandbox(const std::shared_ptr<Sandbox>& sb, st
       if (!exited) on_exited(run, std::nullopt, SIGKILL, 0, 0, 0);
     }
     report->duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    std::vector<std::function<void(const std::string&)>> listeners;
     {
       std::lock_guard lock(mu);
       sandboxes.erase(sb->id);
+      listeners = gone_listeners;
     }
     sb->lease.release();
+    for (auto& l : listeners) l(sb->id);
     done(*report);
   };
   if (sb->unsandboxed) {
@@ -556,6 +569,11 @@ void SandboxManager::Impl::retire_sandbox(const std::shared_ptr<Sandbox>& sb, st
     auto cbs = std::move(sb->on_helper_gone);
     for (auto& f : cbs) f();
   }
+}
+
+void SandboxManager::on_sandbox_gone(std::function<void(const std::string& sandbox_id)> listener) {
+  std::lock_guard lock(impl_->mu);
+  impl_->gone_listeners.push_back(std::move(listener));
 }
 
 Result<CleanupReport> SandboxManager::destroy(const std::string& owner, const std::string& sandbox_id) {

@@ -80,6 +80,10 @@ class SandboxManager {
   // Kills and cleans every sandbox (server shutdown).
   void shutdown();
 
+  // Called (on the manager's event loop; keep it short) with the id of every sandbox that is gone:
+  // destroyed, reaped, its helper dead, or shut down. Its processes are gone by then.
+  void on_sandbox_gone(std::function<void(const std::string& sandbox_id)> listener);
+
   struct Impl;
 
  private:

@@ -128,6 +128,7 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   Loop io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::thread thread;
+  std::vector<std::function<void(const std::string&)>> gone_listeners;  // guarded by mu
   std::unique_ptr<asio::steady_timer> reaper;
 
   mutable std::mutex mu;

@@ -264,15 +264,21 @@ Result<void> check_workspace_root(const std::string& root, const std::string& st
 json helper_spec(const SandboxPolicy& p, const std::string& id, const std::vector<std::string>& cgroup_dirs) {
   json binds = json::array();
   for (const auto& b : default_ro_binds()) binds.push_back(b);
+  json data = json::array();
+  for (const auto& b : p.data_binds)
+    data.push_back({{"source", b.source}, {"target", b.target}, {"dev", b.dev}, {"ino", b.ino}});
+  const bool root_inside = p.hosts_services && ::getuid() == 0;
+  Network net = p.network == Network::none && p.hosts_services ? Network::loopback : p.network;
   return json{{"id", id},
               {"workspace", p.workspace_root},
               {"workspace_writable", true},
               {"ro_binds", std::move(binds)},
-              {"network", to_string(p.network)},
+              {"data_binds", std::move(data)},
+              {"network", to_string(net)},
               {"hostname", "kiln"},
               {"tmp_size_mb", 512},
-              {"uid", long(::getuid())},
-              {"gid", long(::getgid())},
+              {"uid", root_inside ? kServiceIdForRoot : long(::getuid())},
+              {"gid", root_inside ? kServiceIdForRoot : long(::getgid())},
               {"cgroups", cgroup_dirs},
               {"seccomp", true},
               {"landlock", true}};

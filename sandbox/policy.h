@@ -47,6 +47,10 @@ std::vector<std::string> env_strings(const std::map<std::string, std::string>& e
 Result<void> check_workspace_root(const std::string& root, const std::string& state_dir);
 
 // The spec written to kiln-sandbox (HELPER_PROTOCOL.md, "Spec").
+// The ids inside a sandbox that hosts services when Kiln runs as root: nobody/nogroup, present in
+// every Debian /etc/passwd (initdb looks its user up). Still the host's root outside.
+inline constexpr long kServiceIdForRoot = 65534;
+
 nlohmann::json helper_spec(const SandboxPolicy& p, const std::string& id, const std::vector<std::string>& cgroup_dirs);
 
 // The workspace folder as the helper must find it (st_dev, st_ino), opened without following any

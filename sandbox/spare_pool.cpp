@@ -30,7 +30,10 @@ std::string spare_key(const SandboxPolicy& p) {
       .dump();
 }
 
-bool spare_eligible(const SandboxPolicy& p) { return p.isolation == Isolation::strict && p.secrets.empty(); }
+// Nor one that hosts services: its data folders are bound in when it is built.
+bool spare_eligible(const SandboxPolicy& p) {
+  return p.isolation == Isolation::strict && p.secrets.empty() && !p.hosts_services && p.data_binds.empty();
+}
 
 }  // namespace
 

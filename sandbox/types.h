@@ -32,6 +32,14 @@ struct Limits {
   std::optional<std::uint64_t> disk_mb;
 };
 
+// A folder of Kiln's state bound read-write inside the sandbox below /var/lib/kiln (a service's
+// data). Identity as checked when it was prepared: the helper refuses a folder swapped since.
+struct DataBind {
+  std::string source;  // absolute host path, no symlinks
+  std::string target;  // inside, below /var/lib/kiln/
+  std::uint64_t dev = 0, ino = 0;
+};
+
 struct SandboxPolicy {
   Network network = Network::none;
   Isolation isolation = Isolation::strict;
@@ -44,6 +52,10 @@ struct SandboxPolicy {
   // The principal the sandbox belongs to (TOOLS.md, principals): only calls made for the same
   // owner find it or its runs; for everyone else it does not exist.
   std::string owner;
+  // The sandbox hosts services (services/): its loopback is up even with network none, and with
+  // Kiln run as root the ids inside are 65534 (nobody), because postgres refuses to run as root.
+  bool hosts_services = false;
+  std::vector<DataBind> data_binds;
 };
 
 enum class StopReason {

@@ -13,6 +13,7 @@
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
 #include "runs/run_tracing.h"
+#include "services/service_host.h"
 #include "mcp/session_state.h"
 #include "mcp/tool_registry.h"
 #include "tools/tools.h"
@@ -89,20 +90,71 @@ json client_json(const CallContext& ctx) {
 
 namespace {
 
-Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
+// The services argument: names, or true for every service kiln.json declares.
+Result<std::vector<std::string>> wanted_services(const json& args, const LoadedConfig& cfg) {
+  std::vector<std::string> names;
+  if (!args.contains("services")) return names;
+  const json& v = args.at("services");
+  if (!cfg.error.empty())
+    return fail(Errc::invalid_argument, cfg.error + "; fix kiln.json, then create the sandbox with its services");
+  if (v.is_boolean()) {
+    if (!v.get<bool>()) return names;
+    if (!cfg.typed || cfg.typed->services.empty())
+      return fail(Errc::invalid_argument, "services: true, but kiln.json declares no \"services\"; add e.g. "
+                                          "{\"services\": {\"db\": {\"kind\": \"postgres\"}}}");
+    for (const auto& s : cfg.typed->services) names.push_back(s.name);
+    return names;
+  }
+  for (const auto& n : v) names.push_back(n.get<std::string>());
+  return names;
+}
+
+Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, services::ServiceHost* services,
+                                  const json& args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   std::string config_error;
   auto policy = policy_for(ctx, m, **ws, args, &config_error, /*with_env=*/true);
   if (!policy) return std::unexpected(policy.error());
+  LoadedConfig cfg = load_config(*(*ws)->root);
+  auto names = wanted_services(args, cfg);
+  if (!names) return std::unexpected(names.error());
+  std::shared_ptr<services::ServiceHost::Prepared> prepared;
+  if (!names->empty()) {
+    if (!services) return fail(Errc::unsupported, "this server runs no services");
+    if (policy->isolation == sbx::Isolation::none)
+      return fail(Errc::invalid_argument, "services run only in strict sandboxes; drop isolation: none");
+    services::ServiceRequest sr;
+    sr.config = cfg.typed ? &*cfg.typed : nullptr;
+    sr.names = *names;
+    sr.use = services::DataUse::development;
+    sr.workspace_id = (*ws)->id;
+    sr.workspace_root = (*ws)->root->path();
+    sr.owner = ctx.session->principal();
+    sr.client = client_json(ctx);
+    auto p = services->prepare(sr, *policy);
+    if (!p) return std::unexpected(p.error());
+    prepared = std::move(*p);
+  }
   auto info = m.create(std::move(*policy), ctx.stop);
   if (!info) return std::unexpected(info.error());
+  json service_list = json::array();
+  if (prepared) {
+    auto started = services->start(std::move(prepared), info->sandbox_id, ctx.stop);
+    if (!started) {
+      // Nothing half started stays behind: the sandbox goes with its services.
+      (void)m.destroy(ctx.session->principal(), info->sandbox_id);
+      return std::unexpected(started.error());
+    }
+    for (const auto& s : *started) service_list.push_back(services::to_json(s));
+  }
   json out = {{"sandbox_id", info->sandbox_id},
               {"workspace", (*ws)->id},
               {"root", (*ws)->root->path()},
               {"isolation", info->isolation},
               {"setup_ms", info->setup_ms},
               {"idle_timeout_s", double(m.options().idle_timeout.count())}};
+  if (!names->empty()) out["services"] = std::move(service_list);
   if (!info->warning.empty()) out["warning"] = info->warning;
   if (!config_error.empty()) out["config_error"] = config_error;
   return ToolOutput{std::move(out)};
@@ -131,7 +183,21 @@ std::string describe_stop(const sbx::ExecResult& r) {
   return "ended";
 }
 
-Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTracer* tracer, const json& args) {
+// The services of a session sandbox as an exec result shows them: a service that died since shows
+// up here, in the next exec's result.
+json services_json(services::ServiceHost* services, const std::string& owner, const std::string& sandbox_id) {
+  json list = json::array();
+  if (!services || sandbox_id.empty()) return list;
+  for (const auto& s : services->list(owner, sandbox_id)) {
+    json j = {{"name", s.name}, {"state", s.state}, {"url", s.url}};
+    if (!s.error.empty()) j["error"] = s.error;
+    list.push_back(std::move(j));
+  }
+  return list;
+}
+
+Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTracer* tracer,
+                                services::ServiceHost* services, const json& args) {
   const std::string sandbox_id = args.value("sandbox_id", "");
   std::optional<sbx::SandboxPolicy> fresh;
   std::string root;
@@ -197,6 +263,8 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
     if (policy) info.policy = policy_json(*policy);
     if (info.policy.is_object())
       for (const auto& [k, v] : req.env) info.policy["env_names"].push_back(k);  // per-exec env too
+    if (json svc = services_json(services, req.owner, sandbox_id); !svc.empty() && info.policy.is_object())
+      info.policy["services"] = std::move(svc);
     auto id = tracer->attach(req, info);
     if (!id) return fail(id.error().code, "could not record the run's trace: " + id.error().message);
     trace_id = *id;
@@ -277,6 +345,15 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
               {"trace_id", trace_id.empty() ? json(nullptr) : json(trace_id)},
               {"trace_uri", trace_id.empty() ? json(nullptr) : json(trace_uri(trace_id))}};
   if (r->signal) out["signal_name"] = sbx::signal_name(r->signal);
+  if (json svc = services_json(services, ctx.session->principal(), sandbox_id); !svc.empty()) {
+    for (const auto& s : svc)
+      if (s["state"] == "failed")
+        out["services_warning"] = fmt::format("service {} has failed ({}): read its trace, fix it, then "
+                                              "service_restart {{\"sandbox_id\": \"{}\", \"name\": \"{}\"}}",
+                                              s["name"].get<std::string>(), s.value("error", "it ended"), sandbox_id,
+                                              s["name"].get<std::string>());
+    out["services"] = std::move(svc);
+  }
   if (!r->peak_memory_source.empty()) out["peak_memory_source"] = r->peak_memory_source;
   if (r->out.truncated || r->err.truncated)
     out["how_to_page"] = fmt::format("process_output {{\"run_id\": \"{}\", \"stream\": \"stdout\", \"offset\": 0}} "
@@ -297,8 +374,12 @@ Result<ToolOutput> sandbox_list(CallContext& ctx, sbx::SandboxManager& m, const 
   return ToolOutput{json{{"sandboxes", std::move(list)}}};
 }
 
-Result<ToolOutput> sandbox_destroy(CallContext& ctx, sbx::SandboxManager& m, const json& args) {
-  auto r = m.destroy(ctx.session->principal(), args.at("sandbox_id").get<std::string>());
+Result<ToolOutput> sandbox_destroy(CallContext& ctx, sbx::SandboxManager& m, services::ServiceHost* services,
+                                   const json& args) {
+  const std::string id = args.at("sandbox_id").get<std::string>();
+  // A clean shutdown first, so a postgres cluster needs no crash recovery when it starts next.
+  if (services) services->stop_all(ctx.session->principal(), id);
+  auto r = m.destroy(ctx.session->principal(), id);
   if (!r) return std::unexpected(r.error());
   json cleanup = {{"processes_killed", r->processes_killed},
                   {"namespaces_gone", r->namespaces_gone},
@@ -311,14 +392,20 @@ Result<ToolOutput> sandbox_destroy(CallContext& ctx, sbx::SandboxManager& m, con
 
 }  // namespace
 
-void register_sandbox_tools(ToolRegistry& registry, sbx::SandboxManager& m, RunTracer* tracer) {
-  registry.add("sandbox_create", redacting(m, sandbox_create));
-  registry.add("sandbox_exec", redacting(m, [tracer](CallContext& ctx, sbx::SandboxManager& mm, const json& args) {
-                 return sandbox_exec(ctx, mm, tracer, args);
+void register_sandbox_tools(ToolRegistry& registry, sbx::SandboxManager& m, RunTracer* tracer,
+                            services::ServiceHost* services) {
+  registry.add("sandbox_create", redacting(m, [services](CallContext& ctx, sbx::SandboxManager& mm, const json& args) {
+                 return sandbox_create(ctx, mm, services, args);
+               }));
+  registry.add("sandbox_exec", redacting(m, [tracer, services](CallContext& ctx, sbx::SandboxManager& mm, const json& args) {
+                 return sandbox_exec(ctx, mm, tracer, services, args);
                }));
   registry.add("sandbox_list", redacting(m, sandbox_list));
-  registry.add("sandbox_destroy", redacting(m, sandbox_destroy));
+  registry.add("sandbox_destroy", redacting(m, [services](CallContext& ctx, sbx::SandboxManager& mm, const json& args) {
+                 return sandbox_destroy(ctx, mm, services, args);
+               }));
   register_process_tools(registry, m);
+  if (services) register_service_tools(registry, m, *services);
 }
 
 }  // namespace kiln::server

@@ -5,6 +5,8 @@
 #include "sandbox/manager.h"
 #include "mcp/tool_registry.h"
 
+namespace kiln::services { class ServiceHost; }
+
 namespace kiln::server {
 
 template <class F>
@@ -21,5 +23,7 @@ ToolHandler redacting(sandbox::SandboxManager& m, F f) {
 nlohmann::json client_json(const CallContext& ctx);
 
 void register_process_tools(ToolRegistry& registry, sandbox::SandboxManager& m);
+// service_list, service_restart (tools/services.cpp)
+void register_service_tools(ToolRegistry& registry, sandbox::SandboxManager& m, services::ServiceHost& services);
 
 }  // namespace kiln::server

@@ -4,6 +4,7 @@
 namespace kiln::sandbox { class SandboxManager; }
 namespace kiln::traces { class TraceStore; }
 namespace kiln::artifacts { class ArtifactStore; }
+namespace kiln::services { class ServiceHost; }
 
 namespace kiln::server {
 
@@ -16,10 +17,13 @@ void register_workspace_tools(ToolRegistry& registry, sandbox::SandboxManager* s
                               traces::TraceStore* traces = nullptr, artifacts::ArtifactStore* artifacts = nullptr);
 void register_file_tools(ToolRegistry& registry);       // file_read, file_write, file_edit, file_move, file_delete
 void register_search_tools(ToolRegistry& registry);     // file_list, file_search
-// sandbox_create, sandbox_exec, sandbox_list, sandbox_destroy, process_output, process_input, process_kill
-void register_sandbox_tools(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, RunTracer* tracer = nullptr);
+// sandbox_create, sandbox_exec, sandbox_list, sandbox_destroy, process_output, process_input, process_kill,
+// and with `services` service_list and service_restart (tools/services.cpp)
+void register_sandbox_tools(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, RunTracer* tracer = nullptr,
+                            services::ServiceHost* services = nullptr);
 
 // trace_list, trace_get, trace_output, verify (tools/traces.cpp, tools/verify.cpp)
-void register_trace_tools(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& sandboxes);
+void register_trace_tools(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& sandboxes,
+                          services::ServiceHost* services = nullptr);
 
 }  // namespace kiln::server

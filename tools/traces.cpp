@@ -169,11 +169,12 @@ ToolHandler bind(RunTracer& tracer, F f) {
 
 }  // namespace
 
-void register_trace_tools(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& sandboxes) {
+void register_trace_tools(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& sandboxes,
+                          services::ServiceHost* services) {
   registry.add("trace_list", bind(tracer, trace_list));
   registry.add("trace_get", bind(tracer, trace_get));
   registry.add("trace_output", bind(tracer, trace_output));
-  register_verify_tool(registry, tracer, sandboxes);
+  register_verify_tool(registry, tracer, sandboxes, services);
 }
 
 }  // namespace kiln::server

@@ -11,6 +11,8 @@
 
 namespace kiln::sandbox { class SandboxManager; }
 
+namespace kiln::services { class ServiceHost; }
+
 namespace kiln::server {
 
 class RunTracer;
@@ -31,6 +33,7 @@ traces::PrincipalFilter traces_of(const std::string& principal);
 // The error for a trace id the caller may not see or that does not exist: one text for both.
 Error no_such_trace(const std::string& id);
 
-void register_verify_tool(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& sandboxes);
+void register_verify_tool(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& sandboxes,
+                          services::ServiceHost* services);
 
 }  // namespace kiln::server

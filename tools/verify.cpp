@@ -1,11 +1,11 @@
-// The verify tool: decode, run the engine (runs/verify_runner.cpp) with MCP progress, encode.
+// The verify tool: decode, run the engine (verify/verify_runner.cpp) with MCP progress, encode.
 
 #include "runs/run_tracing.h"
 #include "mcp/session_state.h"
 #include "mcp/tool_registry.h"
 #include "tools/sandbox_common.h"
 #include "tools/traces.h"
-#include "runs/verify_runner.h"
+#include "verify/verify_runner.h"
 #include "workspace/state_store.h"
 
 namespace kiln::server {
@@ -14,7 +14,8 @@ using nlohmann::json;
 
 namespace {
 
-Result<ToolOutput> verify(CallContext& ctx, RunTracer& tracer, sandbox::SandboxManager& m, const json& args) {
+Result<ToolOutput> verify(CallContext& ctx, RunTracer& tracer, sandbox::SandboxManager& m,
+                          services::ServiceHost* services, const json& args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   VerifyTarget target{(*ws)->id, (*ws)->name, (*ws)->root, ctx.session->store().dir()};
@@ -24,6 +25,7 @@ Result<ToolOutput> verify(CallContext& ctx, RunTracer& tracer, sandbox::SandboxM
   req.client = client_json(ctx);
   req.principal = ctx.session->principal();
   req.stop = ctx.stop;
+  req.services = services;
   if (ctx.progress_token && ctx.progress)
     req.progress = [&ctx](double done, double total, const std::string& msg) { ctx.progress(done, total, msg); };
   auto r = run_verify(tracer, m, target, req);
@@ -33,8 +35,11 @@ Result<ToolOutput> verify(CallContext& ctx, RunTracer& tracer, sandbox::SandboxM
 
 }  // namespace
 
-void register_verify_tool(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& m) {
-  registry.add("verify", [&tracer, &m](CallContext& ctx, const json& args) { return verify(ctx, tracer, m, args); });
+void register_verify_tool(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& m,
+                          services::ServiceHost* services) {
+  registry.add("verify", [&tracer, &m, services](CallContext& ctx, const json& args) {
+    return verify(ctx, tracer, m, services, args);
+  });
 }
 
 }  // namespace kiln::server

@@ -70,7 +70,7 @@ bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
   return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return v == a; });
 }
 
-constexpr std::initializer_list<const char*> kKinds = {"exec", "verify", "publish"};
+constexpr std::initializer_list<const char*> kKinds = {"exec", "verify", "publish", "service"};
 constexpr std::initializer_list<const char*> kStatuses = {"running", "pass", "fail", "error", "interrupted"};
 
 int64_t duration_between(const std::string& start, const std::string& end) {
@@ -140,7 +140,7 @@ nlohmann::json TraceStore::clean_json(const nlohmann::json& j) const {
 
 Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   if (!one_of(s.kind, kKinds))
-    return fail(Errc::invalid_argument, fmt::format("trace kind '{}' is not exec, verify or publish", s.kind));
+    return fail(Errc::invalid_argument, fmt::format("trace kind '{}' is not exec, verify, publish or service", s.kind));
   TraceRecord r;
   r.started_at = now_iso8601();
   if (!s.started_at.empty()) {
@@ -294,7 +294,7 @@ Result<std::optional<TraceRecord>> TraceStore::get_locked(const std::string& id)
 
 Result<TracePage> TraceStore::list(const TraceQuery& q) {
   if (!q.kind.empty() && !one_of(q.kind, kKinds))
-    return fail(Errc::invalid_argument, fmt::format("kind '{}' is not exec, verify or publish", q.kind));
+    return fail(Errc::invalid_argument, fmt::format("kind '{}' is not exec, verify, publish or service", q.kind));
   if (!q.status.empty() && !one_of(q.status, kStatuses))
     return fail(Errc::invalid_argument,
                 fmt::format("status '{}' is not running, pass, fail, error or interrupted", q.status));

@@ -23,7 +23,7 @@ namespace kiln::traces {
 // by the store's scrubber (set_scrubber) in every string it writes.
 struct TraceRecord {
   std::string id;                        // "tr_" + 16 hex digits
-  std::string kind;                      // exec | verify | publish
+  std::string kind;                      // exec | verify | publish | service
   std::string workspace_id;
   std::optional<std::string> parent_id;  // a verify step's verify
   std::string name;                      // check name of a verify step, else ""

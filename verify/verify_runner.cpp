@@ -2,12 +2,13 @@
 // the test step), each check an exec trace under the verify trace; reports are read through the
 // workspace root's confined open, so a report path that is a symlink out of the workspace is
 // refused rather than copied into a trace.
-#include "runs/verify_runner.h"
+#include "verify/verify_runner.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "sandbox/policy.h"
 #include "workspace/kiln_config.h"
 #include "runs/run_tracing.h"
+#include "services/service_host.h"
 #include "traces/test_report.h"
 #include "traces/trace_store.h"
 
@@ -117,7 +119,16 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   if (!policy) return std::unexpected(policy.error());
   policy->owner = request.principal;
   if (auto ok = m.finalize_policy(*policy); !ok) return std::unexpected(ok.error());
-  const json policy_j = policy_json(*policy);
+  // The services any chosen check names, in kiln.json's order, started once for the whole run.
+  std::vector<std::string> service_names;
+  for (const auto& s : config.services)
+    for (const auto* c : checks)
+      if (std::find(c->services.begin(), c->services.end(), s.name) != c->services.end()) {
+        service_names.push_back(s.name);
+        break;
+      }
+  json policy_j = policy_json(*policy);
+  if (!service_names.empty()) policy_j["services"] = service_names;
 
   std::string names;
   for (const auto* c : checks) names += (names.empty() ? "" : ", ") + c->name;
@@ -144,14 +155,45 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   bool have_tests = false, stop_rest = false, cancelled = false;
   std::string overall = "pass";
   std::string sandbox_error;
-  auto info = m.create(*policy, request.stop);
-  if (!info) sandbox_error = info.error().message;
+  std::shared_ptr<services::ServiceHost::Prepared> prepared;
+  if (!service_names.empty()) {
+    if (!request.services) {
+      sandbox_error = "this server cannot run services";
+    } else {
+      services::ServiceRequest sr;
+      sr.config = &config;
+      sr.names = service_names;
+      sr.use = services::DataUse::verify;
+      sr.workspace_id = target.workspace_id;
+      sr.workspace_root = root.path();
+      sr.owner = request.principal;
+      sr.client = request.client;
+      sr.parent_trace = verify_id;
+      auto p = request.services->prepare(sr, *policy);
+      if (!p) sandbox_error = p.error().message;
+      else prepared = std::move(*p);
+    }
+  }
+  Result<sbx::SandboxInfo> info = fail(Errc::internal, "not created");
+  json service_status = json::array();
+  if (sandbox_error.empty()) {
+    info = m.create(*policy, request.stop);
+    if (!info) sandbox_error = info.error().message;
+  }
+  if (info && prepared) {
+    auto started = request.services->start(prepared, info->sandbox_id, request.stop);
+    if (!started) sandbox_error = started.error().message;
+    for (const auto& s : request.services->list(request.principal, info->sandbox_id))
+      service_status.push_back(services::to_json(s));
+  }
+  prepared.reset();  // an unstarted preparation lets its data locks go here
 
   for (std::size_t i = 0; i < checks.size(); ++i) {
     const CheckConfig& c = *checks[i];
     if (!sandbox_error.empty()) {
       json j = check_json(c.name, "error");
-      j["error"] = "the sandbox could not be created: " + sandbox_error;
+      j["error"] = (service_names.empty() || !info ? "the sandbox could not be created: "
+                                                   : "the services could not be started: ") + sandbox_error;
       results.push_back(std::move(j));
       overall = "error";
       continue;
@@ -257,6 +299,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
 
   json cleanup = nullptr;
   if (info) {
+    if (request.services && !service_names.empty()) request.services->stop_all(request.principal, info->sandbox_id);
     if (auto cr = m.destroy(request.principal, info->sandbox_id)) {
       cleanup = {{"processes_killed", cr->processes_killed}, {"namespaces_gone", cr->namespaces_gone},
                  {"cgroups_removed", cr->cgroups_removed},   {"temp_dirs_removed", cr->temp_dirs_removed},
@@ -269,7 +312,9 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   for (const auto& c : results) n_pass += c["status"] == "pass";
   std::string summary = fmt::format("verify {}: {} of {} checks passed{}", overall, n_pass, results.size(),
                                     have_tests ? describe_tests(totals) : "");
-  if (!sandbox_error.empty()) summary += "; the sandbox could not be created: " + sandbox_error;
+  if (!sandbox_error.empty())
+    summary += (service_names.empty() || !info ? "; the sandbox could not be created: "
+                                               : "; the services could not be started: ") + sandbox_error;
 
   traces::TraceFinish vf;
   vf.status = overall;
@@ -277,6 +322,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   vf.cleanup = cleanup;
   vf.tests = have_tests ? totals : json(nullptr);
   vf.result = {{"status", overall}, {"checks", results}, {"summary", summary}};
+  if (!service_names.empty()) vf.result["services"] = service_status;
   vf.error = sandbox_error.empty() ? "" : m.redact(sandbox_error);
   vf.duration_ms = duration_ms;
   (void)tracer.store().finish(verify_id, vf);
@@ -285,6 +331,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   json out = {{"status", overall},          {"workspace", target.workspace_id}, {"trace_id", verify_id},
               {"trace_uri", trace_uri(verify_id)}, {"duration_ms", duration_ms}, {"checks", results},
               {"summary", summary}};
+  if (!service_names.empty()) out["services"] = service_status;
   if (cancelled) out["cancelled"] = true;
   m.redact_json(out);
   return out;

@@ -1,5 +1,5 @@
 // `verify`: the workspace's kiln.json checks run in order in one sandbox, each a child trace of
-// the verify trace, test reports parsed. Shared by the verify tool and `kiln verify`.
+// the verify trace, test reports parsed, with the services they name (a fresh database per run). Shared by the verify tool and `kiln verify`.
 #pragma once
 
 #include <functional>
@@ -14,6 +14,8 @@
 #include "core/error.h"
 #include "sandbox/manager.h"
 #include "workspace/root.h"
+
+namespace kiln::services { class ServiceHost; }
 
 namespace kiln::server {
 
@@ -35,6 +37,8 @@ struct VerifyRequest {
   std::function<void(double done, double total, const std::string& message)> progress;
   // Each chunk of a check's output as it arrives (redacted), for a terminal.
   std::function<void(const std::string& check, bool is_stderr, std::string_view chunk)> live_output;
+  // Starts the services the checks name (kiln.json "services"); without it such checks are an error.
+  services::ServiceHost* services = nullptr;
 };
 
 // The verify tool's result: {status, workspace, trace_id, trace_uri, duration_ms, checks, summary}.

@@ -197,21 +197,26 @@ Result<std::map<std::string, std::string>> env_map(const json& env, const std::s
   return out;
 }
 
+// A command as kiln.json writes it: a string for /bin/sh -c, or an argv array.
+Result<void> to_command(const json& run, const std::string& where, std::vector<std::string>& argv,
+                        std::string& display) {
+  if (run.is_string()) {
+    display = run.get<std::string>();
+    argv = {"/bin/sh", "-c", display};
+  } else {
+    for (const auto& a : run) argv.push_back(a.get<std::string>());
+    display = as_json(run);
+    if (argv.front().empty()) return std::unexpected(config_error(where + "/0", "the program name is empty"));
+  }
+  for (const auto& a : argv)
+    if (a.find('\0') != std::string::npos) return std::unexpected(config_error(where, "contains a NUL byte"));
+  return {};
+}
+
 Result<CheckConfig> to_check(const json& j, const std::string& where) {
   CheckConfig c;
   c.name = j.at("name").get<std::string>();
-  const json& run = j.at("run");
-  if (run.is_string()) {
-    c.display = run.get<std::string>();
-    c.argv = {"/bin/sh", "-c", c.display};
-  } else {
-    for (const auto& a : run) c.argv.push_back(a.get<std::string>());
-    c.display = as_json(run);
-    if (c.argv.front().empty()) return std::unexpected(config_error(where + "/run/0", "the program name is empty"));
-  }
-  for (const auto& a : c.argv) {
-    if (a.find('\0') != std::string::npos) return std::unexpected(config_error(where + "/run", "contains a NUL byte"));
-  }
+  if (auto ok = to_command(j.at("run"), where + "/run", c.argv, c.display); !ok) return std::unexpected(ok.error());
   c.description = j.value("description", "");
   c.cwd = j.value("cwd", "");
   if (!c.cwd.empty()) {
@@ -230,7 +235,87 @@ Result<CheckConfig> to_check(const json& j, const std::string& where) {
     c.report = std::move(r);
   }
   c.on_failure_continue = j.value("on_failure", "stop") == "continue";
+  if (j.contains("services")) c.services = j.at("services").get<std::vector<std::string>>();
   return c;
+}
+
+bool valid_service_name(const std::string& n) {
+  if (n.empty() || n.size() > 32 || n[0] < 'a' || n[0] > 'z') return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+Result<ServiceConfig> to_service(const std::string& name, const json& j, const std::string& where) {
+  ServiceConfig s;
+  s.name = name;
+  if (!valid_service_name(name))
+    return std::unexpected(config_error(where, fmt::format("service name {} must be lower-case letters, digits, '_' "
+                                                           "and '-', start with a letter, at most 32 characters",
+                                                           as_json(name))));
+  const std::string kind = j.value("kind", j.contains("run") ? "command" : "");
+  if (kind.empty())
+    return std::unexpected(config_error(where, "needs \"kind\": \"postgres\" or \"redis\", or a \"run\" command "
+                                               "and the \"port\" it listens on"));
+  s.kind = kind == "postgres" ? ServiceKind::postgres : kind == "redis" ? ServiceKind::redis : ServiceKind::command;
+  if (s.kind == ServiceKind::command) {
+    if (!j.contains("run")) return std::unexpected(config_error(where, "kind command needs \"run\": the server's command"));
+    if (!j.contains("port"))
+      return std::unexpected(config_error(where, "kind command needs \"port\": where the server listens on loopback"));
+    if (auto ok = to_command(j.at("run"), where + "/run", s.argv, s.display); !ok) return std::unexpected(ok.error());
+    s.ready_path = j.value("ready", "");
+  } else {
+    if (j.contains("run"))
+      return std::unexpected(config_error(where + "/run", fmt::format("kind {} runs the host's own server; drop \"run\" "
+                                                                      "or use kind command", kind)));
+    if (j.contains("ready"))
+      return std::unexpected(config_error(where + "/ready", fmt::format("kind {} has its own readiness check; drop "
+                                                                        "\"ready\"", kind)));
+  }
+  if (j.contains("setup")) {
+    if (s.kind != ServiceKind::postgres)
+      return std::unexpected(config_error(where + "/setup", "only kind postgres has a setup step (it runs once after "
+                                                            "the database is made); run other preparation in your checks"));
+    if (auto ok = to_command(j.at("setup"), where + "/setup", s.setup_argv, s.setup_display); !ok)
+      return std::unexpected(ok.error());
+  }
+  if (j.contains("port")) s.port = j.at("port").get<int>();
+  if (j.contains("env")) {
+    auto env = env_map(j.at("env"), where + "/env");
+    if (!env) return std::unexpected(env.error());
+    s.env = std::move(*env);
+  }
+  s.cwd = j.value("cwd", "");
+  if (!s.cwd.empty()) {
+    if (auto p = path_problem(s.cwd)) return std::unexpected(config_error(where + "/cwd", *p));
+  }
+  if (s.cwd == ".") s.cwd.clear();
+  s.ready_timeout_s = j.value("ready_timeout_s", 60.0);
+  s.description = j.value("description", "");
+  return s;
+}
+
+// Defaults ports (postgres 5432 up, redis 6379 up) and refuses two services on one port: they
+// share the sandbox's loopback.
+Result<void> assign_ports(std::vector<ServiceConfig>& services) {
+  std::map<int, std::string> taken;
+  for (auto& s : services)
+    if (s.port) {
+      auto [it, fresh] = taken.emplace(s.port, s.name);
+      if (!fresh)
+        return std::unexpected(config_error("/services/" + protocol::json_pointer_segment(s.name) + "/port",
+                                            fmt::format("port {} is already used by service {}; services share the "
+                                                        "sandbox's loopback",
+                                                        s.port, as_json(it->second))));
+    }
+  for (auto& s : services) {
+    if (s.port) continue;
+    int p = s.kind == ServiceKind::postgres ? 5432 : 6379;
+    while (taken.contains(p)) ++p;
+    s.port = p;
+    taken.emplace(p, s.name);
+  }
+  return {};
 }
 
 // Runs on a document the schema accepted, so every get<> below meets the type it expects.
@@ -252,6 +337,23 @@ Result<KilnConfig> to_config(json doc) {
       out.checks.push_back(std::move(*check));
     }
   }
+  if (doc.contains("services")) {
+    for (const auto& [name, j] : doc.at("services").items()) {
+      auto svc = to_service(name, j, "/services/" + protocol::json_pointer_segment(name));
+      if (!svc) return std::unexpected(svc.error());
+      out.services.push_back(std::move(*svc));
+    }
+    if (auto ok = assign_ports(out.services); !ok) return std::unexpected(ok.error());
+  }
+  for (std::size_t i = 0; i < out.checks.size(); ++i)
+    for (std::size_t k = 0; k < out.checks[i].services.size(); ++k) {
+      const std::string& want = out.checks[i].services[k];
+      bool declared = std::any_of(out.services.begin(), out.services.end(), [&](auto& s) { return s.name == want; });
+      if (!declared)
+        return std::unexpected(config_error(fmt::format("/verify/{}/services/{}", i, k),
+                                            fmt::format("no service named {} in \"services\"; declare it there first",
+                                                        as_json(want))));
+    }
   if (doc.contains("sandbox")) {
     out.sandbox = doc.at("sandbox");
     if (out.sandbox.contains("env")) {
@@ -274,6 +376,15 @@ Result<KilnConfig> to_config(json doc) {
 }
 
 }  // namespace
+
+const char* to_string(ServiceKind k) {
+  switch (k) {
+    case ServiceKind::postgres: return "postgres";
+    case ServiceKind::redis: return "redis";
+    case ServiceKind::command: return "command";
+  }
+  return "command";
+}
 
 const json& kiln_config_schema() { return loaded_schema().schema; }
 

@@ -34,6 +34,26 @@ struct CheckConfig {
   std::map<std::string, std::string> env;
   std::optional<ReportConfig> report;
   bool on_failure_continue = false;  // on_failure: "continue"; the default "stop" skips later checks
+  std::vector<std::string> services;  // names from KilnConfig::services this check needs
+};
+
+enum class ServiceKind { postgres, redis, command };
+const char* to_string(ServiceKind k);
+
+// One entry of kiln.json "services" (TOOLS.md, services inside the sandbox).
+struct ServiceConfig {
+  std::string name;  // [a-z][a-z0-9_-]{0,31}
+  ServiceKind kind = ServiceKind::command;
+  std::vector<std::string> argv;  // command: what to run; empty for postgres and redis
+  std::string display;            // the command as written
+  int port = 0;                   // after defaults: postgres 5432 (5433, ... for a second), redis 6379
+  std::string ready_path;         // command: an HTTP path; empty means "the port accepts connections"
+  std::vector<std::string> setup_argv;  // postgres: run once after the database is made
+  std::string setup_display;
+  std::map<std::string, std::string> env;
+  std::string cwd;  // relative to the workspace root; empty means the root
+  double ready_timeout_s = 60;
+  std::string description;
 };
 
 // Each field empty when kiln.json leaves it out; the publish tool supplies its own defaults.
@@ -45,6 +65,7 @@ struct PublishConfig {
 
 struct KilnConfig {
   std::vector<CheckConfig> checks;
+  std::vector<ServiceConfig> services;  // in name order
   // Kept as JSON: sandbox::make_policy merges it with call arguments and owns its meaning.
   nlohmann::json sandbox = nlohmann::json::object();
   PublishConfig publish;

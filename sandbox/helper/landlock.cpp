@@ -112,6 +112,8 @@ bool build_landlock(const Spec& spec, const MountReport& mounts, LandlockRuleset
     if (ok) ok = add_rule(fd, m.path, read_exec, handled, e);
   if (ok) ok = add_rule(fd, spec.workspace, spec.workspace_writable ? rw : read_exec, handled, e);
   if (ok) ok = add_rule(fd, "/tmp", rw, handled, e);
+  for (const auto& b : spec.data_binds)
+    if (ok) ok = add_rule(fd, b.target, rw, handled, e);
   if (ok) ok = add_rule(fd, "/dev/shm", rw, handled, e);
   // Read-only, like the mount: with Kiln run as root the sandbox's uid 0 is the host's, and /proc/sys
   // checks uid and mode only. Writes through /proc/self/fd/N land on the target's own rule.

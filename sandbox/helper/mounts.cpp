@@ -24,7 +24,7 @@ namespace {
 
 const char* kStep = "mounts";
 
-enum class Kind { bind_dir, bind_file, symlink, workspace, tmp, dev, proc };
+enum class Kind { bind_dir, bind_file, symlink, workspace, data, tmp, dev, proc };
 
 struct Entry {
   std::string path;    // inside
@@ -51,6 +51,20 @@ bool open_workspace(const Spec& spec, UniqueFd& out, StepError& e) {
       (std::uint64_t(st.st_dev) != spec.workspace_dev || std::uint64_t(st.st_ino) != spec.workspace_ino))
     return fail_plain(e, kStep, "the workspace " + spec.workspace + " is not the folder kiln checked",
                       "it was renamed or replaced while the sandbox was being set up; refusing to mount it");
+  return true;
+}
+
+// A data_binds source, opened the way the workspace is (no symlink anywhere in its path) and
+// compared with the folder kiln prepared: the sandbox owns what is inside it, never where it is.
+bool open_data_bind(const DataBind& b, UniqueFd& out, StepError& e) {
+  int fd = open_dir_no_symlinks(b.source.c_str());
+  if (fd < 0) return fail_errno(e, kStep, "opening the data folder " + b.source);
+  out.reset(fd);
+  struct stat st {};
+  if (::fstat(out.get(), &st) != 0) return fail_errno(e, kStep, "inspecting the data folder " + b.source);
+  if (!S_ISDIR(st.st_mode) || std::uint64_t(st.st_dev) != b.dev || std::uint64_t(st.st_ino) != b.ino)
+    return fail_plain(e, kStep, "the data folder " + b.source + " is not the folder kiln prepared",
+                      "it was replaced while the sandbox was being set up; refusing to mount it");
   return true;
 }
 
@@ -193,6 +207,11 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
   entries.push_back({"/dev", "", Kind::dev});
   entries.push_back({"/proc", "", Kind::proc});
   entries.push_back({ws, "/proc/self/fd/" + std::to_string(ws_fd.get()), Kind::workspace});
+  std::vector<UniqueFd> data_fds(spec.data_binds.size());
+  for (std::size_t i = 0; i < spec.data_binds.size(); ++i) {
+    if (!open_data_bind(spec.data_binds[i], data_fds[i], e)) return false;
+    entries.push_back({spec.data_binds[i].target, "/proc/self/fd/" + std::to_string(data_fds[i].get()), Kind::data});
+  }
   // Parents before children, so a workspace under /tmp or /home lands on top of what holds it.
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.path < b.path; });
 
@@ -220,6 +239,9 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
       case Kind::bind_file:
         if (!bind("/oldroot" + en.source, dst, en.kind == Kind::bind_dir, ro, e)) return false;
         report.ro.push_back({en.path, en.kind == Kind::bind_dir});
+        break;
+      case Kind::data:
+        if (!bind("/oldroot" + en.source, dst, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, e)) return false;
         break;
       case Kind::workspace: {
         std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;

@@ -79,6 +79,16 @@ bool parse_spec(const std::string& text, Spec& spec, StepError& e) {
         spec.workspace_writable = v.get<bool>();
       } else if (k == "ro_binds") {
         if (!get_string_array(v, "ro_binds", spec.ro_binds, e)) return false;
+      } else if (k == "data_binds") {
+        if (!want(v.is_array() && v.size() <= 16, "an array of at most 16 {source, target, dev, ino}")) return false;
+        for (const auto& b : v) {
+          if (!b.is_object() || b.size() != 4 || !b.contains("source") || !b["source"].is_string() ||
+              !b.contains("target") || !b["target"].is_string() || !b.contains("dev") ||
+              !b["dev"].is_number_unsigned() || !b.contains("ino") || !b["ino"].is_number_unsigned())
+            return fail_plain(e, kStep, "each data_binds entry must be exactly {source, target, dev, ino}");
+          spec.data_binds.push_back({b["source"].get<std::string>(), b["target"].get<std::string>(),
+                                     b["dev"].get<std::uint64_t>(), b["ino"].get<std::uint64_t>()});
+        }
       } else if (k == "network") {
         if (!want(v.is_string(), "\"none\", \"loopback\" or \"host\"")) return false;
         auto s = v.get<std::string>();
@@ -128,6 +138,13 @@ bool parse_spec(const std::string& text, Spec& spec, StepError& e) {
       return fail_plain(e, kStep, "ro_binds entry '" + p + "' is not a clean absolute path (and not /)");
   for (const auto& p : spec.cgroups)
     if (!is_clean_abs_path(p)) return fail_plain(e, kStep, "cgroups entry '" + p + "' is not a clean absolute path");
+  // Only below /var/lib/kiln inside: nowhere a system folder, the workspace or /tmp could be covered.
+  for (const auto& b : spec.data_binds) {
+    if (!is_clean_abs_path(b.source) || b.source == "/")
+      return fail_plain(e, kStep, "data_binds source '" + b.source + "' is not a clean absolute path (and not /)");
+    if (!is_clean_abs_path(b.target) || b.target.rfind("/var/lib/kiln/", 0) != 0)
+      return fail_plain(e, kStep, "data_binds target '" + b.target + "' must be a clean path below /var/lib/kiln/");
+  }
   return true;
 }
 

@@ -12,6 +12,14 @@ namespace kiln::helper {
 
 enum class Network { none, loopback, host };
 
+// A folder of kiln's state bound read-write inside (a service's data, e.g. a Postgres cluster).
+// Like the workspace it is opened without following symlinks and must be the folder kiln checked.
+struct DataBind {
+  std::string source;  // clean absolute host path
+  std::string target;  // clean absolute path inside
+  std::uint64_t dev = 0, ino = 0;
+};
+
 struct Spec {
   std::string id;
   std::string workspace;  // a clean absolute path without symlinks (kiln resolved it)
@@ -21,6 +29,7 @@ struct Spec {
   bool workspace_identity = false;
   bool workspace_writable = true;
   std::vector<std::string> ro_binds;
+  std::vector<DataBind> data_binds;
   Network network = Network::none;
   std::string hostname = "kiln";
   unsigned tmp_size_mb = 512;

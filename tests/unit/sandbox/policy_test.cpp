@@ -95,8 +95,8 @@ TEST_CASE("the helper spec binds system folders read-only, never /etc as a whole
   CHECK(has_usr);
   // Only the fields the helper's strict parser knows.
   for (const auto& [k, v] : spec.items()) {
-    static const std::set<std::string> known = {"id", "workspace", "workspace_writable", "ro_binds", "network",
-                                                "hostname", "tmp_size_mb", "uid", "gid", "cgroups", "seccomp", "landlock"};
+    static const std::set<std::string> known = {"id", "workspace", "workspace_writable", "ro_binds", "data_binds",
+                                                "network", "hostname", "tmp_size_mb", "uid", "gid", "cgroups", "seccomp", "landlock"};
     CHECK(known.contains(k));
   }
 }
@@ -158,4 +158,26 @@ TEST_CASE("a workspace that is, holds or lies in the state dir is refused, whate
   CHECK(check_workspace_root((state / "workspaces" / "named").string(), state.string()));
   CHECK(check_workspace_root((base / "project").string(), state.string()));
   fs::remove_all(base);
+}
+
+TEST_CASE("a sandbox that hosts services gets its loopback, its data folders, and ids postgres accepts") {
+  kiln::sandbox::SandboxPolicy p;
+  p.workspace_root = "/srv/project";
+  p.network = kiln::sandbox::Network::none;
+  json plain = kiln::sandbox::helper_spec(p, "sb_1", {});
+  CHECK(plain["network"] == "none");
+  CHECK(plain["data_binds"].empty());
+  CHECK(plain["uid"] == long(::getuid()));
+  p.hosts_services = true;
+  p.data_binds.push_back({"/state/services/ws_1/db/dev", "/var/lib/kiln/services/db", 7, 9});
+  json s = kiln::sandbox::helper_spec(p, "sb_1", {});
+  CHECK(s["network"] == "loopback");  // services need 127.0.0.1 even with network none
+  REQUIRE(s["data_binds"].size() == 1);
+  CHECK(s["data_binds"][0] == json{{"source", "/state/services/ws_1/db/dev"},
+                                   {"target", "/var/lib/kiln/services/db"}, {"dev", 7}, {"ino", 9}});
+  // postgres and initdb refuse uid 0: with Kiln run as root the ids inside are nobody's.
+  const long expect = ::getuid() == 0 ? kiln::sandbox::kServiceIdForRoot : long(::getuid());
+  CHECK(s["uid"] == expect);
+  p.network = kiln::sandbox::Network::host;
+  CHECK(kiln::sandbox::helper_spec(p, "sb_1", {})["network"] == "host");
 }

@@ -162,13 +162,13 @@ TEST_CASE("schema violations name the JSON pointer of the bad value") {
 
 TEST_CASE("a misspelt key is named, with a guess at the intended one") {
   CHECK(error_of(R"({"verfy": []})") ==
-        "kiln.json: unexpected property 'verfy' (allowed: $schema, publish, sandbox, verify); did you mean 'verify'?");
+        "kiln.json: unexpected property 'verfy' (allowed: $schema, publish, sandbox, services, verify); did you mean 'verify'?");
   CHECK(error_of(R"({"sandbox": {"limits": {"memory": 10}}})") ==
         "kiln.json: /sandbox/limits: unexpected property 'memory' (allowed: cpu_s, disk_mb, file_size_mb, memory_mb, "
         "output_bytes, pids, wall_s)");
   CHECK(error_of(R"({"verify": [{"name": "a", "run": "x", "timeout": 5}]})") ==
         "kiln.json: /verify/0: unexpected property 'timeout' (allowed: cwd, description, env, name, on_failure, "
-        "report, run, timeout_s); did you mean 'timeout_s'?");
+        "report, run, services, timeout_s); did you mean 'timeout_s'?");
 }
 
 TEST_CASE("check names must be unique, and the error names both places") {

@@ -1,0 +1,66 @@
+// Data folders and their locks. The lock file sits beside the folder, not in it: what is inside
+// belongs to the sandbox, which must not be able to fake or remove the lock.
+#include "services/data_folder.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/open_dir.h"
+
+namespace kiln::services {
+
+const char* to_string(DataUse u) { return u == DataUse::development ? "dev" : "verify"; }
+
+namespace {
+
+Result<void> make_dir(const std::string& p) {
+  if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST)
+    return fail(Errc::io, fmt::format("cannot create {}: {}", p, std::strerror(errno)));
+  return {};
+}
+
+}  // namespace
+
+Result<DataFolder> open_data_folder(const std::string& state_dir, const std::string& workspace_id,
+                                    const std::string& service, DataUse use, const std::string& target, int wait_ms) {
+  const std::string base = state_dir + "/services";
+  const std::string ws = base + "/" + workspace_id;
+  const std::string svc = ws + "/" + service;
+  const std::string dir = svc + "/" + to_string(use);
+  for (const auto& p : {base, ws, svc, dir})
+    if (auto ok = make_dir(p); !ok) return std::unexpected(ok.error());
+
+  DataFolder out;
+  const std::string lock_path = svc + "/" + to_string(use) + ".lock";
+  out.lock.reset(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!out.lock) return fail(Errc::io, fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (::flock(out.lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return fail(Errc::io, fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno)));
+    if (std::chrono::steady_clock::now() >= deadline)
+      return fail(Errc::conflict, fmt::format("service {} of this workspace already runs on its {} data in another "
+                                              "sandbox",
+                                              service, use == DataUse::development ? "development" : "verify"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  UniqueFd fd(open_dir_no_symlinks(dir.c_str()));
+  if (!fd) return fail(Errc::io, fmt::format("cannot open {} without following links: {}", dir, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail(Errc::io, fmt::format("{} is not a folder", dir));
+  out.path = dir;
+  out.bind = sandbox::DataBind{dir, target, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
+  return out;
+}
+
+}  // namespace kiln::services

@@ -1,0 +1,30 @@
+// A service's data in Kiln's state directory, <state>/services/<workspace>/<service>/<use>/, and the
+// lock that lets exactly one sandbox run a server on it. Two postmasters on one cluster would
+// corrupt it, and in separate pid namespaces postgres's own postmaster.pid check cannot tell.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "core/unique_fd.h"
+#include "sandbox/types.h"
+
+namespace kiln::services {
+
+// What a folder is for: the workspace's development data (session sandboxes) or the verify
+// template cluster (each verify run clones a fresh database from it).
+enum class DataUse { development, verify };
+const char* to_string(DataUse u);
+
+struct DataFolder {
+  std::string path;  // the folder bound into the sandbox (no symlinks on the way)
+  sandbox::DataBind bind;
+  UniqueFd lock;     // flock held while a sandbox runs the server; released by close (or death)
+};
+
+// Creates the folder (0700) and takes its lock. `wait_ms` > 0 waits that long for another holder
+// (a verify run behind another); otherwise a held lock is a conflict error.
+Result<DataFolder> open_data_folder(const std::string& state_dir, const std::string& workspace_id,
+                                    const std::string& service, DataUse use, const std::string& target, int wait_ms);
+
+}  // namespace kiln::services

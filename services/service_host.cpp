@@ -1,0 +1,592 @@
+// Service lifecycles. Every step that touches a service runs inside its sandbox as an exec (the
+// readiness probe, psql, setup), so nothing of Kiln's host side ever connects to the sandbox's
+// loopback, and a service is exactly as confined as any command an agent runs.
+#include "services/service_host.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "runs/run_tracing.h"
+#include "services/recipes.h"
+#include "services/server_binaries.h"
+
+namespace kiln::services {
+
+using nlohmann::json;
+using server::ServiceConfig;
+using server::ServiceKind;
+namespace sbx = kiln::sandbox;
+
+struct ServiceHost::Prepared {
+  ServiceRequest request;
+  struct Entry {
+    ServiceConfig config;
+    Recipe recipe;
+    std::string bin;  // postgres bin folder or redis-server
+    std::optional<DataFolder> data;
+    std::string database;  // postgres: what execs connect to
+  };
+  std::vector<Entry> entries;
+};
+
+struct ServiceHost::Hosted {
+  std::string sandbox_id;
+  std::string owner;
+  ServiceRequest request;
+  std::vector<Prepared::Entry> entries;
+  mutable std::mutex mu;
+  std::vector<ServiceStatus> status;  // parallel to entries
+  std::vector<bool> stopping;         // a stop Kiln asked for: its end is "stopped", not "failed"
+};
+
+json to_json(const ServiceStatus& s) {
+  json j = {{"name", s.name}, {"kind", s.kind}, {"state", s.state}, {"url", s.url},
+            {"port", s.port}, {"pid", s.pid ? json(s.pid) : json(nullptr)},
+            {"restarts", s.restarts},
+            {"run_id", s.run_id.empty() ? json(nullptr) : json(s.run_id)},
+            {"trace_id", s.trace_id.empty() ? json(nullptr) : json(s.trace_id)}};
+  if (!s.database.empty()) j["database"] = s.database;
+  if (!s.error.empty()) j["error"] = s.error;
+  return j;
+}
+
+namespace {
+
+std::string random_suffix() {
+  std::random_device rd;
+  return fmt::format("{:08x}", std::uniform_int_distribution<std::uint32_t>()(rd));
+}
+
+// What a verify template was made from; a different setup makes it again.
+std::string setup_fingerprint(const ServiceConfig& c) {
+  std::string text = c.setup_display + "\n" + c.cwd;
+  for (const auto& [k, v] : c.env) text += "\n" + k + "=" + v;
+  return fmt::format("kiln-setup-{:016x}", std::hash<std::string>{}(text));
+}
+
+std::string describe(const sbx::ExecResult& r) {
+  if (r.stop_reason == sbx::StopReason::exit) return fmt::format("exited with code {}", r.exit_code.value_or(0));
+  if (r.stop_reason == sbx::StopReason::signal) return fmt::format("was killed by signal {}", r.signal);
+  return fmt::format("stopped ({})", sbx::to_string(r.stop_reason));
+}
+
+std::string sql_literal(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+ServiceHost::ServiceHost(sbx::SandboxManager& sandboxes, server::RunTracer* tracer, std::string state_dir)
+    : sandboxes_(sandboxes), tracer_(tracer), state_dir_(std::move(state_dir)), state_(std::make_shared<State>()) {
+  // When a sandbox is gone its services are too: drop them, which releases their data locks.
+  sandboxes_.on_sandbox_gone([state = state_](const std::string& id) {
+    std::shared_ptr<Hosted> gone;
+    {
+      std::lock_guard lock(state->mu);
+      auto it = state->hosted.find(id);
+      if (it == state->hosted.end()) return;
+      gone = std::move(it->second);
+      state->hosted.erase(it);
+    }
+    std::lock_guard lock(gone->mu);
+    for (auto& s : gone->status)
+      if (s.state == "starting" || s.state == "ready") s.state = "stopped";
+  });
+}
+
+ServiceHost::~ServiceHost() = default;
+
+Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const ServiceRequest& request,
+                                                                   sbx::SandboxPolicy& policy) {
+  auto p = std::make_shared<Prepared>();
+  p->request = request;
+  if (!request.config)
+    return fail(Errc::invalid_argument, "services need a kiln.json with a \"services\" section in the workspace root");
+  const auto& declared = request.config->services;
+  std::string names;
+  for (const auto& s : declared) names += (names.empty() ? "" : ", ") + s.name;
+  std::set<std::string> wanted(request.names.begin(), request.names.end());
+  for (const auto& w : wanted) {
+    bool found = std::any_of(declared.begin(), declared.end(), [&](const ServiceConfig& s) { return s.name == w; });
+    if (!found)
+      return fail(Errc::invalid_argument,
+                  declared.empty()
+                      ? fmt::format("no service named '{}': kiln.json declares no \"services\"; add e.g. "
+                                    "{{\"services\": {{\"db\": {{\"kind\": \"postgres\"}}}}}}",
+                                    w)
+                      : fmt::format("no service named '{}' in kiln.json; its services are: {}", w, names));
+  }
+  const bool need_bash = std::any_of(declared.begin(), declared.end(), [&](const ServiceConfig& s) {
+    return wanted.contains(s.name) && s.kind != ServiceKind::postgres;
+  });
+  if (need_bash && ::access("/bin/bash", X_OK) != 0)
+    return fail(Errc::unsupported, "service readiness checks need /bin/bash (Debian package bash)");
+
+  std::vector<const ServiceConfig*> chosen;
+  std::map<std::string, std::string> database_of;
+  for (const auto& s : declared) {
+    if (!wanted.contains(s.name)) continue;
+    Prepared::Entry e;
+    e.config = s;
+    if (s.kind == ServiceKind::postgres) {
+      auto pg = find_postgres();
+      if (!pg) return fail(pg.error().code, fmt::format("service {}: {}", s.name, pg.error().message));
+      e.bin = pg->bindir;
+      const bool verify = request.use == DataUse::verify;
+      // A verify run waits for another one on the same template; a second development sandbox
+      // would be a second postmaster on the same cluster, so it is refused at once.
+      auto data = open_data_folder(state_dir_, request.workspace_id, s.name, request.use, data_target(s.name),
+                                   verify ? int(s.ready_timeout_s * 1000) : 0);
+      if (!data) {
+        if (data.error().code != Errc::conflict)
+          return fail(data.error().code, fmt::format("service {}: {}", s.name, data.error().message));
+        std::string holder;
+        {
+          std::lock_guard lock(state_->mu);
+          for (const auto& [id, h] : state_->hosted)
+            if (h->request.workspace_id == request.workspace_id && h->request.use == request.use) holder = id;
+        }
+        return fail(Errc::conflict,
+                    verify ? fmt::format("service {}: another verify run of this workspace still uses its template "
+                                         "after {} s; run verify again when it is done",
+                                         s.name, s.ready_timeout_s)
+                           : fmt::format("service {} of this workspace already runs in sandbox {}: run your commands "
+                                         "there (sandbox_exec {{\"sandbox_id\": \"{}\"}}), or sandbox_destroy it first",
+                                         s.name, holder.empty() ? "of another Kiln server" : holder,
+                                         holder.empty() ? "..." : holder));
+      }
+      e.data = std::move(*data);
+      policy.data_binds.push_back(e.data->bind);
+      e.database = verify ? "verify_" + random_suffix() : kDevDatabase;
+      database_of[s.name] = e.database;
+    } else if (s.kind == ServiceKind::redis) {
+      auto r = find_redis_server();
+      if (!r) return fail(r.error().code, fmt::format("service {}: {}", s.name, r.error().message));
+      e.bin = *r;
+    }
+    e.recipe = make_recipe(s, e.bin);
+    p->entries.push_back(std::move(e));
+  }
+  for (const auto& e : p->entries) chosen.push_back(&e.config);
+  for (auto& [k, v] : connection_env(chosen, database_of)) policy.env[k] = v;
+  for (const auto& e : p->entries)
+    if (!e.recipe.bindir.empty()) {
+      // psql, pg_dump and friends for the agent's commands, after everything else on PATH.
+      auto path = policy.env.find("PATH");
+      const std::string base = path != policy.env.end() ? path->second : "/usr/local/bin:/usr/bin:/bin";
+      if (base.find(e.recipe.bindir) == std::string::npos) policy.env["PATH"] = base + ":" + e.recipe.bindir;
+      break;
+    }
+  policy.hosts_services = !p->entries.empty();
+  return p;
+}
+
+Result<std::vector<ServiceStatus>> ServiceHost::start(std::shared_ptr<Prepared> prepared, const std::string& sandbox_id,
+                                                      std::stop_token stop) {
+  auto h = std::make_shared<Hosted>();
+  h->sandbox_id = sandbox_id;
+  h->owner = prepared->request.owner;
+  h->request = prepared->request;
+  h->entries = std::move(prepared->entries);
+  for (const auto& e : h->entries) {
+    ServiceStatus s;
+    s.name = e.config.name;
+    s.kind = server::to_string(e.config.kind);
+    s.state = "starting";
+    s.port = e.config.port;
+    s.url = e.config.kind == ServiceKind::postgres ? postgres_url(e.config, e.database) : e.recipe.url;
+    s.database = e.database;
+    h->status.push_back(std::move(s));
+    h->stopping.push_back(false);
+  }
+  {
+    std::lock_guard lock(state_->mu);
+    state_->hosted[sandbox_id] = h;
+  }
+  // All start at once, then each is waited for: a slow postgres does not delay redis.
+  for (std::size_t i = 0; i < h->entries.size(); ++i)
+    if (auto ok = launch(*h, i, stop); !ok) return std::unexpected(ok.error());
+  for (std::size_t i = 0; i < h->entries.size(); ++i) {
+    if (auto ok = wait_ready(*h, i, stop); !ok) return std::unexpected(ok.error());
+    if (h->entries[i].config.kind == ServiceKind::postgres)
+      if (auto ok = bootstrap_postgres(*h, i, stop); !ok) return std::unexpected(ok.error());
+    std::lock_guard lock(h->mu);
+    if (h->status[i].state == "starting") h->status[i].state = "ready";
+  }
+  std::lock_guard lock(h->mu);
+  return h->status;
+}
+
+Result<void> ServiceHost::launch(Hosted& h, std::size_t i, std::stop_token stop) {
+  const auto& e = h.entries[i];
+  sbx::ExecRequest req;
+  req.owner = h.owner;
+  req.argv = e.recipe.start;
+  req.display_command = e.recipe.display;
+  req.cwd = e.config.cwd.empty() ? h.request.workspace_root : h.request.workspace_root + "/" + e.config.cwd;
+  req.background = true;
+  req.env = e.config.env;
+  // Tracked through the Hosted record, which outlives neither the sandbox nor this host's state.
+  std::weak_ptr<Hosted> weak;
+  {
+    std::lock_guard lock(state_->mu);
+    if (auto it = state_->hosted.find(h.sandbox_id); it != state_->hosted.end()) weak = it->second;
+  }
+  req.on_finished = [weak, i](const sbx::ExecResult& r) {
+    auto hp = weak.lock();
+    if (!hp) return;
+    std::lock_guard lock(hp->mu);
+    auto& s = hp->status[i];
+    if (s.run_id != r.run_id) return;  // an earlier incarnation (before a restart)
+    if (hp->stopping[i]) {
+      s.state = "stopped";
+    } else {
+      s.state = "failed";
+      s.error = "the service " + describe(r);
+    }
+  };
+  std::string trace_id;
+  if (tracer_) {
+    server::ExecTraceInfo info;
+    info.kind = "service";
+    info.workspace_id = h.request.workspace_id;
+    info.parent_id = h.request.parent_trace;
+    info.name = e.config.name;
+    info.client = h.request.client;
+    info.principal = h.owner;
+    info.policy = json{{"service", e.config.name}, {"kind", server::to_string(e.config.kind)},
+                       {"port", e.config.port}, {"sandbox_id", h.sandbox_id}};
+    auto id = tracer_->attach(req, info);
+    if (!id) return fail(id.error().code, fmt::format("service {}: could not record its trace: {}", e.config.name,
+                                                      id.error().message));
+    trace_id = *id;
+  }
+  {
+    std::lock_guard lock(h.mu);
+    h.stopping[i] = false;
+    h.status[i].state = "starting";
+    h.status[i].error.clear();
+    h.status[i].trace_id = trace_id;
+  }
+  auto started = sandboxes_.start(h.sandbox_id, nullptr, std::move(req), stop);
+  if (!started) {
+    std::lock_guard lock(h.mu);
+    h.status[i].state = "failed";
+    h.status[i].error = started.error().message;
+    return fail(started.error().code, fmt::format("service {} could not be started: {}", e.config.name,
+                                                  started.error().message));
+  }
+  std::lock_guard lock(h.mu);
+  h.status[i].run_id = started->run_id;
+  h.status[i].pid = started->pid;
+  return {};
+}
+
+std::string ServiceHost::last_lines(const Hosted& h, std::size_t i) const {
+  std::string run_id;
+  {
+    std::lock_guard lock(h.mu);
+    run_id = h.status[i].run_id;
+  }
+  if (run_id.empty()) return "";
+  auto head = sandboxes_.output(h.owner, run_id, sbx::Stream::both, 0, 0, 0);
+  if (!head) return "";
+  const std::uint64_t from = head->total_bytes > 4096 ? head->total_bytes - 4096 : 0;
+  auto page = sandboxes_.output(h.owner, run_id, sbx::Stream::both, from, 4096, 0);
+  if (!page) return "";
+  std::string text = page->data;
+  // The last 20 lines.
+  std::size_t pos = text.size(), lines = 0;
+  while (pos > 0 && lines <= 20) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) {
+      pos = 0;
+      break;
+    }
+    ++lines;
+  }
+  if (pos > 0) text = text.substr(pos + 1);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+Result<void> ServiceHost::wait_ready(Hosted& h, std::size_t i, std::stop_token stop) {
+  const auto& e = h.entries[i];
+  int pid;
+  {
+    std::lock_guard lock(h.mu);
+    pid = h.status[i].pid;
+    if (h.status[i].state == "failed") pid = -1;
+  }
+  auto failed = [&](const std::string& why) -> Result<void> {
+    std::string log = last_lines(h, i);
+    std::string trace;
+    {
+      std::lock_guard lock(h.mu);
+      h.status[i].state = "failed";
+      h.status[i].error = why;
+      trace = h.status[i].trace_id;
+    }
+    return fail(Errc::unsupported,
+                fmt::format("service {} ({}) {}. Its last output{}:\n{}", e.config.name,
+                            server::to_string(e.config.kind), why, trace.empty() ? "" : " (trace " + trace + ")",
+                            log.empty() ? "(nothing)" : log));
+  };
+  if (pid <= 0) return failed("exited before it was ready");
+  sbx::ExecRequest probe;
+  probe.owner = h.owner;
+  probe.argv = probe_command(e.config, e.bin, pid);
+  probe.display_command = "readiness check of service " + e.config.name;
+  probe.cwd = "/tmp";
+  probe.timeout_s = e.config.ready_timeout_s;
+  probe.tail_bytes = 512;
+  auto r = sandboxes_.exec(h.sandbox_id, nullptr, std::move(probe), stop);
+  if (!r) return failed("could not be checked for readiness: " + r.error().message);
+  if (r->stop_reason == sbx::StopReason::cancelled) return fail(Errc::cancelled, "cancelled while services started");
+  if (r->stop_reason == sbx::StopReason::exit && r->exit_code == 0) return {};
+  // The service itself may have ended meanwhile: say how.
+  std::string why;
+  {
+    std::lock_guard lock(h.mu);
+    why = h.status[i].error;
+  }
+  if (r->stop_reason == sbx::StopReason::timeout)
+    return failed(fmt::format("did not become ready within {} s (ready_timeout_s)", e.config.ready_timeout_s));
+  if (r->stop_reason == sbx::StopReason::exit && r->exit_code == 3) {
+    // on_finished may run a moment after the probe saw the process go.
+    for (int k = 0; k < 40 && why.empty(); ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      std::lock_guard lock(h.mu);
+      why = h.status[i].error;
+    }
+    return failed(why.empty() ? "exited before it was ready" : why.substr(std::string("the service ").size()) +
+                                                                   " before it was ready");
+  }
+  return failed("could not be checked for readiness (the check " + describe(*r) + ")");
+}
+
+Result<std::string> ServiceHost::psql(Hosted& h, std::size_t i, const std::string& database, const std::string& sql,
+                                      std::stop_token stop) {
+  const auto& e = h.entries[i];
+  sbx::ExecRequest req;
+  req.owner = h.owner;
+  req.argv = psql_command(e.config, e.recipe.bindir, database, sql);
+  req.display_command = "psql: " + sql;
+  req.cwd = "/tmp";
+  req.timeout_s = 120;
+  auto r = sandboxes_.exec(h.sandbox_id, nullptr, std::move(req), stop);
+  if (!r) return std::unexpected(r.error());
+  if (r->stop_reason != sbx::StopReason::exit || r->exit_code != 0)
+    return fail(Errc::io, fmt::format("service {}: `{}` {}: {}", e.config.name, sql, describe(*r), r->err.text));
+  return r->out.text;
+}
+
+Result<void> ServiceHost::bootstrap_postgres(Hosted& h, std::size_t i, std::stop_token stop) {
+  const auto& e = h.entries[i];
+  const bool verify = h.request.use == DataUse::verify;
+  const std::string target = verify ? kTemplateDatabase : kDevDatabase;
+  const std::string staging = target + std::string("_setup");
+  auto listed = psql(h, i, "postgres",
+                     "SELECT datname || '|' || coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database",
+                     stop);
+  if (!listed) return std::unexpected(listed.error());
+  std::map<std::string, std::string> dbs;  // name -> comment
+  std::size_t pos = 0;
+  while (pos < listed->size()) {
+    std::size_t nl = listed->find('\n', pos);
+    std::string line = listed->substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? listed->size() : nl + 1;
+    auto bar = line.find('|');
+    if (bar != std::string::npos) dbs[line.substr(0, bar)] = line.substr(bar + 1);
+  }
+  const std::string fingerprint = setup_fingerprint(e.config);
+  // Leftovers of runs killed half way: a staging database, verify clones nobody uses any more.
+  for (const auto& [name, comment] : dbs) {
+    bool stale = name == staging || (verify && name.starts_with("verify_"));
+    if (stale)
+      if (auto ok = psql(h, i, "postgres", "DROP DATABASE IF EXISTS \"" + name + "\"", stop); !ok)
+        return std::unexpected(ok.error());
+  }
+  bool have = dbs.contains(target);
+  if (have && verify && dbs[target] != fingerprint) {
+    if (auto ok = psql(h, i, "postgres", "ALTER DATABASE \"" + target + "\" IS_TEMPLATE false", stop); !ok)
+      return std::unexpected(ok.error());
+    if (auto ok = psql(h, i, "postgres", "DROP DATABASE \"" + target + "\"", stop); !ok)
+      return std::unexpected(ok.error());
+    have = false;
+  }
+  if (!have) {
+    if (auto ok = psql(h, i, "postgres", "CREATE DATABASE \"" + staging + "\"", stop); !ok)
+      return std::unexpected(ok.error());
+    if (!e.config.setup_argv.empty()) {
+      // setup sees the database being made; a failed setup leaves nothing half made behind.
+      sbx::ExecRequest req;
+      req.owner = h.owner;
+      req.argv = e.config.setup_argv;
+      req.display_command = e.config.setup_display;
+      req.cwd = e.config.cwd.empty() ? h.request.workspace_root : h.request.workspace_root + "/" + e.config.cwd;
+      req.env = e.config.env;
+      const std::string url = postgres_url(e.config, staging);
+      req.env["DATABASE_URL"] = url;
+      req.env["PGDATABASE"] = staging;
+      req.env[env_name(e.config.name) + "_DATABASE_URL"] = url;
+      req.env["KILN_SERVICE_" + env_name(e.config.name) + "_URL"] = url;
+      req.tail_bytes = 4096;
+      std::string trace_id;
+      if (tracer_) {
+        server::ExecTraceInfo info;
+        info.kind = "service";
+        info.workspace_id = h.request.workspace_id;
+        {
+          std::lock_guard lock(h.mu);
+          info.parent_id = h.status[i].trace_id.empty() ? h.request.parent_trace
+                                                        : std::optional<std::string>(h.status[i].trace_id);
+        }
+        info.name = e.config.name + " setup";
+        info.client = h.request.client;
+        info.principal = h.owner;
+        info.policy = json{{"service", e.config.name}, {"step", "setup"}, {"database", staging}};
+        if (auto id = tracer_->attach(req, info)) trace_id = *id;
+      }
+      auto r = sandboxes_.exec(h.sandbox_id, nullptr, std::move(req), stop);
+      const bool ok = r && r->stop_reason == sbx::StopReason::exit && r->exit_code == 0;
+      if (!ok) {
+        (void)psql(h, i, "postgres", "DROP DATABASE IF EXISTS \"" + staging + "\"", stop);
+        std::string why = r ? describe(*r) : r.error().message;
+        std::string out = r ? r->out.text + r->err.text : "";
+        {
+          std::lock_guard lock(h.mu);
+          h.status[i].state = "failed";
+          h.status[i].error = "setup " + why;
+        }
+        return fail(Errc::invalid_argument,
+                    fmt::format("service {}: setup `{}` {}; fix it and create the sandbox again (the database is made "
+                                "again, nothing half made is kept){}. Its last output:\n{}",
+                                e.config.name, e.config.setup_display, why,
+                                trace_id.empty() ? "" : "; trace " + trace_id, out.empty() ? "(nothing)" : out));
+      }
+    }
+    if (auto ok = psql(h, i, "postgres", "ALTER DATABASE \"" + staging + "\" RENAME TO \"" + target + "\"", stop); !ok)
+      return std::unexpected(ok.error());
+    if (verify) {
+      if (auto ok = psql(h, i, "postgres", "COMMENT ON DATABASE \"" + target + "\" IS " + sql_literal(fingerprint),
+                         stop);
+          !ok)
+        return std::unexpected(ok.error());
+      if (auto ok = psql(h, i, "postgres", "ALTER DATABASE \"" + target + "\" IS_TEMPLATE true", stop); !ok)
+        return std::unexpected(ok.error());
+    }
+  }
+  if (verify) {
+    // This run's own database: a copy of the template, so checks start from setup's state.
+    if (auto ok = psql(h, i, "postgres",
+                       "CREATE DATABASE \"" + e.database + "\" TEMPLATE \"" + target + "\" STRATEGY FILE_COPY", stop);
+        !ok)
+      return std::unexpected(ok.error());
+  }
+  return {};
+}
+
+std::shared_ptr<ServiceHost::Hosted> ServiceHost::find(const std::string& owner, const std::string& sandbox_id) const {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->hosted.find(sandbox_id);
+  if (it == state_->hosted.end() || it->second->owner != owner) return nullptr;
+  return it->second;
+}
+
+std::vector<ServiceStatus> ServiceHost::list(const std::string& owner, const std::string& sandbox_id) const {
+  auto h = find(owner, sandbox_id);
+  if (!h) return {};
+  std::lock_guard lock(h->mu);
+  return h->status;
+}
+
+namespace {
+
+// Waits for a run to end (up to `ms`); true when it did.
+bool wait_ended(sbx::SandboxManager& m, const std::string& owner, const std::string& run_id, int ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto page = m.output(owner, run_id, sbx::Stream::stdout_, ~std::uint64_t(0) >> 1, 0, 100);
+    if (!page || !page->running) return true;
+  }
+  return false;
+}
+
+int stop_signal(ServiceKind k) { return k == ServiceKind::postgres ? SIGINT : SIGTERM; }
+
+}  // namespace
+
+Result<ServiceStatus> ServiceHost::restart(const std::string& owner, const std::string& sandbox_id,
+                                           const std::string& name, std::stop_token stop) {
+  auto h = find(owner, sandbox_id);
+  if (!h)
+    return fail(Errc::not_found, fmt::format("sandbox '{}' runs no services: create one with sandbox_create "
+                                             "{{\"services\": [\"{}\"]}}",
+                                             sandbox_id, name));
+  std::size_t i = 0;
+  while (i < h->entries.size() && h->entries[i].config.name != name) ++i;
+  if (i == h->entries.size()) {
+    std::string names;
+    for (const auto& e : h->entries) names += (names.empty() ? "" : ", ") + e.config.name;
+    return fail(Errc::invalid_argument, fmt::format("sandbox {} runs no service '{}'; it runs: {}", sandbox_id, name, names));
+  }
+  std::string run_id;
+  {
+    std::lock_guard lock(h->mu);
+    run_id = h->status[i].run_id;
+    h->stopping[i] = true;
+  }
+  if (!run_id.empty()) {
+    auto k = sandboxes_.kill(owner, run_id, stop_signal(h->entries[i].config.kind));
+    if (k && !*k && !wait_ended(sandboxes_, owner, run_id, 10000)) {
+      (void)sandboxes_.kill(owner, run_id, SIGKILL);
+      wait_ended(sandboxes_, owner, run_id, 5000);
+    }
+  }
+  {
+    std::lock_guard lock(h->mu);
+    ++h->status[i].restarts;
+  }
+  if (auto ok = launch(*h, i, stop); !ok) return std::unexpected(ok.error());
+  if (auto ok = wait_ready(*h, i, stop); !ok) return std::unexpected(ok.error());
+  if (h->entries[i].config.kind == ServiceKind::postgres)
+    if (auto ok = bootstrap_postgres(*h, i, stop); !ok) return std::unexpected(ok.error());
+  std::lock_guard lock(h->mu);
+  if (h->status[i].state == "starting") h->status[i].state = "ready";
+  return h->status[i];
+}
+
+void ServiceHost::stop_all(const std::string& owner, const std::string& sandbox_id) {
+  auto h = find(owner, sandbox_id);
+  if (!h) return;
+  std::vector<std::string> runs;
+  for (std::size_t i = 0; i < h->entries.size(); ++i) {
+    std::string run_id;
+    {
+      std::lock_guard lock(h->mu);
+      if (h->status[i].state != "ready" && h->status[i].state != "starting") continue;
+      h->stopping[i] = true;
+      run_id = h->status[i].run_id;
+    }
+    if (run_id.empty()) continue;
+    (void)sandboxes_.kill(owner, run_id, stop_signal(h->entries[i].config.kind));
+    runs.push_back(run_id);
+  }
+  for (const auto& r : runs) wait_ended(sandboxes_, owner, r, 5000);
+}
+
+}  // namespace kiln::services

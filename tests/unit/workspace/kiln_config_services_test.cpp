@@ -1,0 +1,81 @@
+// kiln.json "services": the typed result (kinds, default ports, commands, setup) and every rule the
+// schema cannot say, each with the JSON path a person needs to find the mistake.
+#include <doctest/doctest.h>
+
+#include "workspace/kiln_config.h"
+
+using kiln::server::parse_kiln_config;
+using kiln::server::ServiceKind;
+
+namespace {
+
+std::string error_of(std::string_view text) {
+  auto r = parse_kiln_config(text);
+  if (r) return "(valid)";
+  CHECK(r.error().code == kiln::Errc::invalid_argument);
+  return r.error().message;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("the services example of TOOLS.md loads with kinds, ports and commands") {
+  auto r = parse_kiln_config(R"({"services": {
+    "db": {"kind": "postgres", "setup": "node migrate.js"},
+    "cache": {"kind": "redis"},
+    "api": {"run": "node server.js", "port": 3000, "ready": "/health"}}})");
+  REQUIRE(r);
+  REQUIRE(r->services.size() == 3);
+  // In name order, as the JSON object is read.
+  const auto& api = r->services[0];
+  const auto& cache = r->services[1];
+  const auto& db = r->services[2];
+  CHECK(api.name == "api");
+  CHECK(api.kind == ServiceKind::command);
+  CHECK(api.argv == std::vector<std::string>{"/bin/sh", "-c", "node server.js"});
+  CHECK(api.port == 3000);
+  CHECK(api.ready_path == "/health");
+  CHECK(cache.kind == ServiceKind::redis);
+  CHECK(cache.port == 6379);
+  CHECK(db.kind == ServiceKind::postgres);
+  CHECK(db.port == 5432);
+  CHECK(db.setup_argv == std::vector<std::string>{"/bin/sh", "-c", "node migrate.js"});
+  CHECK(db.ready_timeout_s == 60);
+}
+
+TEST_CASE("default ports step past ports taken; a port used twice is refused") {
+  auto r = parse_kiln_config(R"({"services": {"a": {"kind": "postgres"}, "b": {"kind": "postgres"},
+                                              "c": {"run": "x", "port": 5433}}})");
+  REQUIRE(r);
+  CHECK(r->services[0].port == 5432);
+  CHECK(r->services[1].port == 5434);  // 5433 belongs to c
+  std::string e = error_of(R"({"services": {"a": {"run": "x", "port": 80}, "b": {"run": "y", "port": 80}}})");
+  CHECK(has(e, "/services/b/port"));
+  CHECK(has(e, "already used by service \"a\""));
+}
+
+TEST_CASE("service rules the schema cannot say name the path") {
+  CHECK(has(error_of(R"({"services": {"api": {"run": "x"}}})"), "/services/api: kind command needs \"port\""));
+  CHECK(has(error_of(R"({"services": {"api": {"port": 3000}}})"), "/services/api: needs \"kind\""));
+  CHECK(has(error_of(R"({"services": {"Api": {"kind": "redis"}}})"), "lower-case letters"));
+  CHECK(has(error_of(R"({"services": {"db": {"kind": "postgres", "run": "pg"}}})"), "/services/db/run"));
+  CHECK(has(error_of(R"({"services": {"c": {"kind": "redis", "setup": "x"}}})"), "/services/c/setup: only kind postgres"));
+  CHECK(has(error_of(R"({"services": {"c": {"kind": "redis", "ready": "/x"}}})"), "/services/c/ready"));
+  CHECK(has(error_of(R"({"services": {"api": {"run": "x", "port": 1, "cwd": "../out"}}})"), "/services/api/cwd"));
+  CHECK(has(error_of(R"({"services": {"api": {"run": "x", "port": 1, "env": {"1X": "y"}}}})"), "/services/api/env/1X"));
+  CHECK(has(error_of(R"({"services": {"api": {"run": "x", "port": 70000}}})"), "/services/api/port"));
+  CHECK(has(error_of(R"({"services": {"api": {"run": "x", "port": 1, "ready": "health"}}})"), "/services/api/ready"));
+  CHECK(has(error_of(R"({"services": {"db": {"kind": "mysql"}}})"), "/services/db/kind"));
+  CHECK(has(error_of(R"({"services": {"db": {"kind": "postgres", "prot": 1}}})"), "/services/db"));
+}
+
+TEST_CASE("a check's services must be declared, and are kept on the check") {
+  auto r = parse_kiln_config(R"({"services": {"db": {"kind": "postgres"}},
+                                "verify": [{"name": "it", "run": "npm test", "services": ["db"]}]})");
+  REQUIRE(r);
+  CHECK(r->checks[0].services == std::vector<std::string>{"db"});
+  std::string e = error_of(R"({"verify": [{"name": "it", "run": "x", "services": ["db"]}]})");
+  CHECK(has(e, "/verify/0/services/0"));
+  CHECK(has(e, "no service named \"db\""));
+}
