@@ -33,6 +33,18 @@ void add_config(json& out, const workspace::Root& root) {
   out["config"] = std::move(cfg.config);
   out["config_source"] = cfg.source;
   if (!cfg.error.empty()) out["config_error"] = cfg.error;
+  // The services kiln.json declares, as sandbox_create {services} would start them.
+  json services = json::array();
+  if (cfg.typed)
+    for (const auto& s : cfg.typed->services) {
+      json j = {{"name", s.name}, {"kind", to_string(s.kind)}, {"port", s.port}};
+      if (!s.display.empty()) j["run"] = s.display;
+      if (!s.ready_path.empty()) j["ready"] = s.ready_path;
+      if (!s.setup_display.empty()) j["setup"] = s.setup_display;
+      if (!s.description.empty()) j["description"] = s.description;
+      services.push_back(std::move(j));
+    }
+  out["services"] = std::move(services);
 }
 
 Result<ToolOutput> workspace_open(CallContext& ctx, const json& args) {

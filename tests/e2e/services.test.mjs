@@ -103,6 +103,8 @@ const PG = { services: { db: { kind: 'postgres' } } };
 
 serverTest('postgres: ready on create, reachable by psql, rows survive destroy and a new sandbox', ['postgres'], async (t) => {
   const k = await startKiln(t, { files: { 'kiln.json': PG } });
+  const info = await k.ok('workspace_info', {});
+  assert.deepEqual(info.services, [{ name: 'db', kind: 'postgres', port: 5432 }]);
   const a = await k.ok('sandbox_create', { services: ['db'] });
   assert.equal(a.services.length, 1);
   assert.equal(a.services[0].name, 'db');
