@@ -8,9 +8,10 @@
 //   - scaling (scaling.mjs, plot.mjs): search on 10k/100k/1M files vs rg, 1/10/100 concurrent
 //     sandboxes vs bwrap, 1 MB/100 MB/1 GB of output vs bwrap; tables and scaling.png
 //   - static serving (serve.mjs): `kiln serve` vs nginx under wrk
+//   - services (services.mjs): postgres in a sandbox to the first query vs pg_ctl start; a verify clone
 // Environment: KILN_BIN (the binary), KILN_BUILD (build folder, holds the generated search trees),
 // BENCH_QUICK=1 (fewer runs, no 1M-file tree: minutes, for development), BENCH_ONLY=peers|sandbox|
-// scaling|serve (print those figures only; REPORT.md is not written), BENCH_SEARCH_SIZES=10000,100000
+// scaling|serve|services (print those figures only; REPORT.md is not written), BENCH_SEARCH_SIZES=10000,100000
 // (override the tree sizes).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,6 +24,7 @@ import { plotScaling } from './plot.mjs';
 import { N_SANDBOX, N_SRT, sandboxStartup, sandboxTable, SB_TARGETS, srtPkg } from './sandbox_start.mjs';
 import { concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.mjs';
 import { serveBench, serveTable, SERVE_TARGET } from './serve.mjs';
+import { servicesBench, servicesTable, SERVICE_TARGETS } from './services.mjs';
 
 const buildDir = process.env.KILN_BUILD ?? path.join(benchDir, '..', 'build');
 const ONLY = process.env.BENCH_ONLY;
@@ -133,6 +135,7 @@ async function main() {
       show('output:', outputTable(s.output), [...s.output.notes, s.plot.note]);
     }
     if (ONLY === 'serve') { const sv = serveTable(await serveBench({ quick })); show('static serving:', sv, sv.notes); }
+    if (ONLY === 'services') { const sc = servicesTable(await servicesBench()); show('services:', sc, sc.notes); }
     return;
   }
 
@@ -149,6 +152,8 @@ async function main() {
   show('output size:', ot, [...s.output.notes, s.plot.note]);
   const sv = serveTable(await serveBench({ quick }));
   show('static serving, kiln serve vs nginx on loopback:', sv, sv.notes);
+  const sc = servicesTable(await servicesBench());
+  show('services: postgres in a sandbox to the first query:', sc, sc.notes);
   const loadEnd = loadAvg();
   const minutes = ((nowMs() - started) / 60000).toFixed(1);
 
@@ -260,6 +265,19 @@ async function main() {
     '- Files published through the MCP `publish` tool (which starts the daemon); nginx serves the same bytes',
     "  from a temp web root on another loopback port. wrk shares the machine's cores with the server it drives.",
     `  Target: kiln at least ${SERVE_TARGET}x nginx's requests per second on the public rows.`,
+    '',
+    '## Services: PostgreSQL inside a sandbox to the first query',
+    '',
+    ...mdTable(sc.header, sc.table),
+    '',
+    ...sc.notes.map((n) => `- ${n}`),
+    '- kiln: one `kiln mcp` session; `sandbox_create {services: ["db"]}` then `sandbox_exec {command: "psql -tAc \'SELECT 1\'"}`,',
+    '  timed together (the sandbox is destroyed after, untimed). Warm: the workspace\'s cluster exists (made',
+    '  by one untimed first round); cold: a new state directory each round, so `initdb` and `setup` run.',
+    '- floors: the same cluster settings (fsync off, TCP on 127.0.0.1) outside any sandbox, as the postgres',
+    '  user when run as root: `pg_ctl -w start` then `psql` (pg_ctl waits in 100 ms steps), and `postgres &`',
+    '  polled with `pg_isready` every 10 ms then `psql`.',
+    `  Targets: warm within ${SERVICE_TARGETS.warm_vs_floor}x of the pg_ctl floor; a verify's fresh database under ${SERVICE_TARGETS.clone_ms} ms.`,
     '',
   ].join('\n');
   fs.writeFileSync(path.join(benchDir, 'REPORT.md'), md);

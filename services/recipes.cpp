@@ -31,23 +31,31 @@ exec "$2/postgres" -D "$data" -h 127.0.0.1 -p "$3" -k /tmp -c fsync=off -c full_
 )";
 
 // Each probe loop stops with 3 once the service's process is gone ("$1" is its pid).
+// Once postgres answers, also says whether the database "$4" exists yet (exit 0) or not (4), so a
+// warm start needs no second exec to find out.
 constexpr const char* kPostgresProbe = R"(while kill -0 "$1" 2>/dev/null; do
-  "$2/pg_isready" -q -h 127.0.0.1 -p "$3" && exit 0
-  sleep 0.05
+  if "$2/pg_isready" -q -h 127.0.0.1 -p "$3"; then
+    [ -z "$4" ] && exit 0
+    found=$("$2/psql" -X -tA -h 127.0.0.1 -p "$3" -U postgres -d postgres \
+      -c "SELECT 1 FROM pg_database WHERE datname = '$4'" 2>/dev/null) || { sleep 0.01; continue; }
+    [ "$found" = 1 ] && exit 0
+    exit 4
+  fi
+  sleep 0.01
 done
 exit 3
 )";
 
 constexpr const char* kRedisProbe = R"(while kill -0 "$1" 2>/dev/null; do
   ( exec 3<>"/dev/tcp/127.0.0.1/$2" && printf 'PING\r\n' >&3 && read -r -t 2 r <&3 && [ "${r%$'\r'}" = "+PONG" ] ) 2>/dev/null && exit 0
-  sleep 0.05
+  sleep 0.02
 done
 exit 3
 )";
 
 constexpr const char* kTcpProbe = R"(while kill -0 "$1" 2>/dev/null; do
   ( exec 3<>"/dev/tcp/127.0.0.1/$2" ) 2>/dev/null && exit 0
-  sleep 0.05
+  sleep 0.02
 done
 exit 3
 )";
@@ -56,7 +64,7 @@ constexpr const char* kHttpProbe = R"(while kill -0 "$1" 2>/dev/null; do
   ( exec 3<>"/dev/tcp/127.0.0.1/$2" &&
     printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n' "$3" "$2" >&3 &&
     read -r -t 5 version code rest <&3 && case "$code" in 2??|3??) exit 0 ;; *) exit 1 ;; esac ) 2>/dev/null && exit 0
-  sleep 0.05
+  sleep 0.02
 done
 exit 3
 )";
@@ -100,10 +108,11 @@ Recipe make_recipe(const ServiceConfig& s, const std::string& bin) {
   return r;
 }
 
-std::vector<std::string> probe_command(const ServiceConfig& s, const std::string& bin, int pid) {
+std::vector<std::string> probe_command(const ServiceConfig& s, const std::string& bin, int pid,
+                                       const std::string& database) {
   const std::string p = std::to_string(pid), port = std::to_string(s.port);
   switch (s.kind) {
-    case ServiceKind::postgres: return {"/bin/sh", "-c", kPostgresProbe, "kiln-probe", p, bin, port};
+    case ServiceKind::postgres: return {"/bin/sh", "-c", kPostgresProbe, "kiln-probe", p, bin, port, database};
     case ServiceKind::redis: return {"/bin/bash", "-c", kRedisProbe, "kiln-probe", p, port};
     case ServiceKind::command:
       if (s.ready_path.empty()) return {"/bin/bash", "-c", kTcpProbe, "kiln-probe", p, port};

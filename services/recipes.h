@@ -29,8 +29,10 @@ struct Recipe {
 Recipe make_recipe(const server::ServiceConfig& s, const std::string& bin);
 
 // A readiness check run inside the sandbox: exits 0 once the service answers, 3 as soon as the
-// process `pid` is gone (so a crash is reported at once, not at the timeout).
-std::vector<std::string> probe_command(const server::ServiceConfig& s, const std::string& bin, int pid);
+// process `pid` is gone (so a crash is reported at once, not at the timeout). For postgres with a
+// `database` (a name Kiln chose, never user text): 0 when it exists, 4 when it does not yet.
+std::vector<std::string> probe_command(const server::ServiceConfig& s, const std::string& bin, int pid,
+                                       const std::string& database = {});
 
 // psql running `sql` against `database` of the postgres service, as the superuser; -tA output.
 std::vector<std::string> psql_command(const server::ServiceConfig& s, const std::string& bindir,

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runs/run_tracing.h"
+#include "sandbox/policy.h"
 #include "services/recipes.h"
 #include "services/server_binaries.h"
 
@@ -48,6 +49,7 @@ struct ServiceHost::Hosted {
   mutable std::mutex mu;
   std::vector<ServiceStatus> status;  // parallel to entries
   std::vector<bool> stopping;         // a stop Kiln asked for: its end is "stopped", not "failed"
+  std::vector<bool> needs_bootstrap;  // postgres: the readiness probe did not find its database
 };
 
 json to_json(const ServiceStatus& s) {
@@ -73,6 +75,13 @@ std::string setup_fingerprint(const ServiceConfig& c) {
   std::string text = c.setup_display + "\n" + c.cwd;
   for (const auto& [k, v] : c.env) text += "\n" + k + "=" + v;
   return fmt::format("kiln-setup-{:016x}", std::hash<std::string>{}(text));
+}
+
+// The development database exists (the probe found it), or a verify's needs making: postgres only.
+bool needs_bootstrap(const ServiceHost::Hosted& h, std::size_t i) {
+  if (h.entries[i].config.kind != ServiceKind::postgres) return false;
+  std::lock_guard lock(h.mu);
+  return h.needs_bootstrap[i];
 }
 
 std::string describe(const sbx::ExecResult& r) {
@@ -184,10 +193,11 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
   for (auto& [k, v] : connection_env(chosen, database_of)) policy.env[k] = v;
   for (const auto& e : p->entries)
     if (!e.recipe.bindir.empty()) {
-      // psql, pg_dump and friends for the agent's commands, after everything else on PATH.
+      // psql, pg_dump and friends of the server's own version first on PATH: Debian's /usr/bin/psql
+      // is a Perl wrapper that picks a version per call and costs ~100 ms a run.
       auto path = policy.env.find("PATH");
-      const std::string base = path != policy.env.end() ? path->second : "/usr/local/bin:/usr/bin:/bin";
-      if (base.find(e.recipe.bindir) == std::string::npos) policy.env["PATH"] = base + ":" + e.recipe.bindir;
+      const std::string base = path != policy.env.end() ? path->second : sbx::kSafePath;
+      if (base.find(e.recipe.bindir) == std::string::npos) policy.env["PATH"] = e.recipe.bindir + ":" + base;
       break;
     }
   policy.hosts_services = !p->entries.empty();
@@ -211,6 +221,7 @@ Result<std::vector<ServiceStatus>> ServiceHost::start(std::shared_ptr<Prepared> 
     s.database = e.database;
     h->status.push_back(std::move(s));
     h->stopping.push_back(false);
+    h->needs_bootstrap.push_back(true);
   }
   {
     std::lock_guard lock(state_->mu);
@@ -221,7 +232,7 @@ Result<std::vector<ServiceStatus>> ServiceHost::start(std::shared_ptr<Prepared> 
     if (auto ok = launch(*h, i, stop); !ok) return std::unexpected(ok.error());
   for (std::size_t i = 0; i < h->entries.size(); ++i) {
     if (auto ok = wait_ready(*h, i, stop); !ok) return std::unexpected(ok.error());
-    if (h->entries[i].config.kind == ServiceKind::postgres)
+    if (needs_bootstrap(*h, i))
       if (auto ok = bootstrap_postgres(*h, i, stop); !ok) return std::unexpected(ok.error());
     std::lock_guard lock(h->mu);
     if (h->status[i].state == "starting") h->status[i].state = "ready";
@@ -348,7 +359,9 @@ Result<void> ServiceHost::wait_ready(Hosted& h, std::size_t i, std::stop_token s
   if (pid <= 0) return failed("exited before it was ready");
   sbx::ExecRequest probe;
   probe.owner = h.owner;
-  probe.argv = probe_command(e.config, e.bin, pid);
+  // A development database that exists needs no bootstrap: the probe says so in the same exec.
+  const bool dev_pg = e.config.kind == ServiceKind::postgres && h.request.use == DataUse::development;
+  probe.argv = probe_command(e.config, e.bin, pid, dev_pg ? kDevDatabase : "");
   probe.display_command = "readiness check of service " + e.config.name;
   probe.cwd = "/tmp";
   probe.timeout_s = e.config.ready_timeout_s;
@@ -356,7 +369,11 @@ Result<void> ServiceHost::wait_ready(Hosted& h, std::size_t i, std::stop_token s
   auto r = sandboxes_.exec(h.sandbox_id, nullptr, std::move(probe), stop);
   if (!r) return failed("could not be checked for readiness: " + r.error().message);
   if (r->stop_reason == sbx::StopReason::cancelled) return fail(Errc::cancelled, "cancelled while services started");
-  if (r->stop_reason == sbx::StopReason::exit && r->exit_code == 0) return {};
+  if (r->stop_reason == sbx::StopReason::exit && (r->exit_code == 0 || (dev_pg && r->exit_code == 4))) {
+    std::lock_guard lock(h.mu);
+    h.needs_bootstrap[i] = !dev_pg || r->exit_code == 4;
+    return {};
+  }
   // The service itself may have ended meanwhile: say how.
   std::string why;
   {
@@ -563,7 +580,7 @@ Result<ServiceStatus> ServiceHost::restart(const std::string& owner, const std::
   }
   if (auto ok = launch(*h, i, stop); !ok) return std::unexpected(ok.error());
   if (auto ok = wait_ready(*h, i, stop); !ok) return std::unexpected(ok.error());
-  if (h->entries[i].config.kind == ServiceKind::postgres)
+  if (needs_bootstrap(*h, i))
     if (auto ok = bootstrap_postgres(*h, i, stop); !ok) return std::unexpected(ok.error());
   std::lock_guard lock(h->mu);
   if (h->status[i].state == "starting") h->status[i].state = "ready";
