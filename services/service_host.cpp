@@ -165,8 +165,11 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
         std::string holder;
         {
           std::lock_guard lock(state_->mu);
+          // Named only to its own owner: another principal's sandbox ids are never shown (TOOLS.md).
           for (const auto& [id, h] : state_->hosted)
-            if (h->request.workspace_id == request.workspace_id && h->request.use == request.use) holder = id;
+            if (h->request.workspace_id == request.workspace_id && h->request.use == request.use &&
+                h->owner == request.owner)
+              holder = id;
         }
         return fail(Errc::conflict,
                     verify ? fmt::format("service {}: another verify run of this workspace still uses its template "
@@ -174,7 +177,7 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
                                          s.name, s.ready_timeout_s)
                            : fmt::format("service {} of this workspace already runs in sandbox {}: run your commands "
                                          "there (sandbox_exec {{\"sandbox_id\": \"{}\"}}), or sandbox_destroy it first",
-                                         s.name, holder.empty() ? "of another Kiln server" : holder,
+                                         s.name, holder.empty() ? "of another session or Kiln server" : holder,
                                          holder.empty() ? "..." : holder));
       }
       e.data = std::move(*data);
@@ -226,6 +229,13 @@ Result<std::vector<ServiceStatus>> ServiceHost::start(std::shared_ptr<Prepared> 
   {
     std::lock_guard lock(state_->mu);
     state_->hosted[sandbox_id] = h;
+  }
+  // A sandbox that died before it was recorded here would never be reported gone: drop it now,
+  // or its data locks would stay taken for the life of this server.
+  if (!sandboxes_.policy_of(h->owner, sandbox_id)) {
+    std::lock_guard lock(state_->mu);
+    state_->hosted.erase(sandbox_id);
+    return fail(Errc::not_found, fmt::format("sandbox {} ended before its services could start", sandbox_id));
   }
   // All start at once, then each is waited for: a slow postgres does not delay redis.
   for (std::size_t i = 0; i < h->entries.size(); ++i)
