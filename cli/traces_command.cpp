@@ -250,7 +250,7 @@ CLI::App& TracesCommand::configure(CLI::App& app) {
 
   list_ = traces_->add_subcommand("list", "Traces, newest first");
   list_->add_option("--workspace", workspace_, "Only this workspace (name or id)");
-  list_->add_option("--kind", kind_, "exec, verify or publish");
+  list_->add_option("--kind", kind_, "exec, verify, publish or service");
   list_->add_option("--status", status_, "running, pass, fail, error or interrupted");
   list_->add_option("--limit", limit_, "Most traces shown (default 20)");
   list_->add_flag("--json", json_, "A JSON array of whole records");

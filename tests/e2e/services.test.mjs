@@ -172,6 +172,12 @@ serverTest('redis and a command service: ready, reachable from execs, listed, re
   assert.deepEqual(sb.services.map((s) => [s.name, s.state]).sort(), [['api', 'ready'], ['cache', 'ready']]);
   const r = await k.sh(sb.sandbox_id, 'redis-cli -u "$REDIS_URL" set k v >/dev/null && redis-cli -u "$REDIS_URL" get k');
   assert.equal(r.stdout.trim(), 'v', r.stderr);
+  // The service's own output is its trace's, readable while it runs.
+  const cache = sb.services.find((s) => s.name === 'cache');
+  const log = await k.ok('trace_output', { trace_id: cache.trace_id, stream: 'stdout' });
+  assert.match(log.data, /Ready to accept connections/);
+  const listed = await k.ok('trace_list', { kind: 'service' });
+  assert.ok(listed.traces.some((t) => t.trace_id === cache.trace_id || t.id === cache.trace_id), JSON.stringify(listed.traces[0]));
   const h = await k.sh(sb.sandbox_id, `node -e "fetch(process.env.KILN_SERVICE_API_URL + '/x').then(r => r.text()).then(console.log)"`);
   assert.equal(h.stdout.trim(), 'hello 1', h.stderr);
   assert.ok(h.services.some((s) => s.name === 'api' && s.state === 'ready'));
