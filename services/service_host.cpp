@@ -50,6 +50,7 @@ struct ServiceHost::Hosted {
   std::vector<ServiceStatus> status;  // parallel to entries
   std::vector<bool> stopping;         // a stop Kiln asked for: its end is "stopped", not "failed"
   std::vector<bool> needs_bootstrap;  // postgres: the readiness probe did not find its database
+  std::vector<int> generation;        // bumped per start: an earlier incarnation's end is ignored
 };
 
 json to_json(const ServiceStatus& s) {
@@ -171,14 +172,18 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
                 h->owner == request.owner)
               holder = id;
         }
-        return fail(Errc::conflict,
-                    verify ? fmt::format("service {}: another verify run of this workspace still uses its template "
-                                         "after {} s; run verify again when it is done",
-                                         s.name, s.ready_timeout_s)
-                           : fmt::format("service {} of this workspace already runs in sandbox {}: run your commands "
-                                         "there (sandbox_exec {{\"sandbox_id\": \"{}\"}}), or sandbox_destroy it first",
-                                         s.name, holder.empty() ? "of another session or Kiln server" : holder,
-                                         holder.empty() ? "..." : holder));
+        if (verify)
+          return fail(Errc::conflict, fmt::format("service {}: another verify run of this workspace still uses its "
+                                                  "template after {} s; run verify again when it is done",
+                                                  s.name, s.ready_timeout_s));
+        if (holder.empty())
+          return fail(Errc::conflict, fmt::format("service {} of this workspace already runs in a sandbox of another "
+                                                  "session or Kiln server; it can run in one sandbox at a time",
+                                                  s.name));
+        return fail(Errc::conflict, fmt::format("service {} of this workspace already runs in sandbox {}: run your "
+                                                "commands there (sandbox_exec {{\"sandbox_id\": \"{}\"}}), or "
+                                                "sandbox_destroy it first",
+                                                s.name, holder, holder));
       }
       e.data = std::move(*data);
       policy.data_binds.push_back(e.data->bind);
@@ -225,6 +230,7 @@ Result<std::vector<ServiceStatus>> ServiceHost::start(std::shared_ptr<Prepared> 
     h->status.push_back(std::move(s));
     h->stopping.push_back(false);
     h->needs_bootstrap.push_back(true);
+    h->generation.push_back(0);
   }
   {
     std::lock_guard lock(state_->mu);
@@ -266,12 +272,18 @@ Result<void> ServiceHost::launch(Hosted& h, std::size_t i, std::stop_token stop)
     std::lock_guard lock(state_->mu);
     if (auto it = state_->hosted.find(h.sandbox_id); it != state_->hosted.end()) weak = it->second;
   }
-  req.on_finished = [weak, i](const sbx::ExecResult& r) {
+  int generation;
+  {
+    std::lock_guard lock(h.mu);
+    generation = ++h.generation[i];
+  }
+  // May run before start() below returns (a command that exits at once): keyed by generation, not run id.
+  req.on_finished = [weak, i, generation](const sbx::ExecResult& r) {
     auto hp = weak.lock();
     if (!hp) return;
     std::lock_guard lock(hp->mu);
     auto& s = hp->status[i];
-    if (s.run_id != r.run_id) return;  // an earlier incarnation (before a restart)
+    if (hp->generation[i] != generation) return;  // an earlier incarnation (before a restart)
     if (hp->stopping[i]) {
       s.state = "stopped";
     } else {

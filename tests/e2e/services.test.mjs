@@ -283,14 +283,20 @@ serverTest('kill -9 of kiln mcp leaves no postgres or redis process, and the nex
   });
   const sb = await k.ok('sandbox_create', { services: true });
   await k.sh(sb.sandbox_id, "psql -c 'CREATE TABLE survived (x int)'");
-  // The host pids of the postmaster (its command line names the data folder), its children, and redis.
+  // Every host process below this kiln mcp (helpers, sandboxes, their services), found by parent links.
   const ps = spawnSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' }).stdout.split('\n')
     .map((l) => l.trim().match(/^(\d+)\s+(\d+)\s+(.*)$/)).filter(Boolean);
-  const postmaster = ps.filter((m) => m[3].includes('/var/lib/kiln/services/db/pgdata')).map((m) => m[1]);
-  assert.equal(postmaster.length, 1, 'the postmaster was not found among the host processes');
-  const pids = [...postmaster, ...ps.filter((m) => postmaster.includes(m[2])).map((m) => m[1]),
-    ...ps.filter((m) => /redis-server 127\.0\.0\.1:6379/.test(m[3])).map((m) => m[1])];
-  assert.ok(pids.length >= 3, `expected a postmaster with children and a redis-server, found ${pids}`);
+  const below = new Set([String(k.pid)]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const m of ps) if (below.has(m[2]) && !below.has(m[1])) { below.add(m[1]); grew = true; }
+  }
+  below.delete(String(k.pid));
+  const mine = ps.filter((m) => below.has(m[1]));
+  assert.ok(mine.some((m) => m[3].includes('/var/lib/kiln/services/db/pgdata')), 'no postmaster below the server');
+  assert.ok(mine.some((m) => /^postgres: /.test(m[3])), 'no postgres backend processes below the server');
+  assert.ok(mine.some((m) => /redis-server 127\.0\.0\.1:6379/.test(m[3])), 'no redis-server below the server');
+  const pids = mine.map((m) => m[1]);
   process.kill(k.pid, 'SIGKILL');
   const alive = (pid) => { try { process.kill(Number(pid), 0); return true; } catch { return false; } };
   let left = pids;
