@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { connectClient, kilnBin, repoRoot, tempDir } from '../tests/lib/kiln.mjs';
-import { checkLines, expect, fingerprint, indent, runSteps, runText } from './steps.mjs';
+import { expect, fingerprint, fixStep, indent, printVerify, runSteps, runText } from './steps.mjs';
 
 const sample = path.join(repoRoot, 'examples', 'api-project');
 const repoBefore = fingerprint(sample);
@@ -40,6 +40,18 @@ function execLines(r) {
   for (const l of (r.stdout ?? '').trimEnd().split('\n')) if (l) out.push(`  ${l}`);
   for (const l of (r.stderr ?? '').trimEnd().split('\n')) if (l) out.push(`  stderr: ${l}`);
   return out;
+}
+// POST /notes from inside the sandbox; `check` looks at the created note and adds lines to show.
+function postStep(note, body, check) {
+  return {
+    note,
+    tool: 'sandbox_exec',
+    args: (ctx) => ({ sandbox_id: ctx.sandbox, command: post(body) }),
+    show: (r) => {
+      expect(r.exit_code === 0 && /^201 /.test(r.stdout), `POST /notes answers 201 (got exit ${r.exit_code}: ${r.stdout}${r.stderr})`);
+      return [...execLines(r), ...check(JSON.parse(r.stdout.slice(4)))];
+    },
+  };
 }
 const serviceLines = (services) => services.map((s) => `${s.name} (${s.kind}): ${s.state}${s.url ? ' at ' + s.url : ''}`);
 
@@ -74,17 +86,10 @@ const steps = [
       return [`sandbox ${r.sandbox_id}`, ...indent(serviceLines(r.services))];
     },
   },
-  {
-    note: 'call the API the way a user would: post a note',
-    tool: 'sandbox_exec',
-    args: (ctx) => ({ sandbox_id: ctx.sandbox, command: post(NOTE) }),
-    show: (r) => {
-      expect(r.exit_code === 0 && /^201 /.test(r.stdout), `POST /notes answers 201 (got exit ${r.exit_code}: ${r.stdout}${r.stderr})`);
-      const made = JSON.parse(r.stdout.slice(4));
-      expect(made.title === NOTE.title && made.body === NOTE.title, `the deliberate bug: the body comes back as the title (got ${r.stdout})`);
-      return [...execLines(r), `the body came back as "${made.body}", not "${NOTE.body}": something is off`];
-    },
-  },
+  postStep('call the API the way a user would: post a note', NOTE, (made) => {
+    expect(made.title === NOTE.title && made.body === NOTE.title, `the deliberate bug: the body comes back as the title (got ${JSON.stringify(made)})`);
+    return [`the body came back as "${made.body}", not "${NOTE.body}": something is off`];
+  }),
   {
     note: 'look at the development database directly (psql gets PGHOST, PGPORT, PGUSER, PGDATABASE from the sandbox)',
     tool: 'sandbox_exec',
@@ -99,9 +104,7 @@ const steps = [
     tool: 'verify',
     args: () => ({}),
     show: (r, ctx) => {
-      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
-      if (r.services?.length) lines.push(`services: ${r.services.map((s) => `${s.name} (database ${s.database})`).join(', ')}`);
-      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      printVerify(r);
       const check = r.checks.find((c) => c.name === 'integration');
       expect(r.status === 'fail' && check?.status === 'fail', `verify fails on the deliberate bug (got ${r.status}, integration ${check?.status})`);
       expect(check.tests?.failed === 1 && check.tests.passed === TESTS_TOTAL - 1,
@@ -159,22 +162,13 @@ const steps = [
       return [`${BUG.file}, sha256 ${r.sha256.slice(0, 12)}...:`, ...indent(r.content.trimEnd().split('\n'))];
     },
   },
-  {
-    note: 'fix it: the second parameter ($2, the body column) is given the title',
-    tool: 'file_edit',
-    args: (ctx) => ({ path: BUG.file, if_sha256: ctx.sha, edits: [{ old_text: BUG.old_text, new_text: BUG.new_text }] }),
-    show: (r) => {
-      expect(r.applied === true && r.replacements === 1, 'one replacement applied');
-      return [`${r.replacements} replacement; diff:`, ...indent(r.diff.trimEnd().split('\n'))];
-    },
-  },
+  fixStep('fix it: the second parameter ($2, the body column) is given the title', BUG, (ctx) => ctx.sha),
   {
     note: 'verify again: a new fresh database, every test must pass now',
     tool: 'verify',
     args: () => ({}),
     show: (r) => {
-      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
-      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      printVerify(r);
       const check = r.checks.find((c) => c.name === 'integration');
       expect(r.status === 'pass' && check?.tests?.passed === TESTS_TOTAL && check.tests.failed === 0,
         `verify passes with all ${TESTS_TOTAL} tests (got ${r.status}, ${JSON.stringify(check?.tests)})`);
@@ -190,17 +184,10 @@ const steps = [
       return [`api: ${r.service.state}, restarts ${r.service.restarts}`];
     },
   },
-  {
-    note: 'post another note: the body is stored now',
-    tool: 'sandbox_exec',
-    args: (ctx) => ({ sandbox_id: ctx.sandbox, command: post(FIXED_NOTE) }),
-    show: (r) => {
-      expect(r.exit_code === 0 && /^201 /.test(r.stdout), `POST /notes answers 201 (got exit ${r.exit_code}: ${r.stdout}${r.stderr})`);
-      const made = JSON.parse(r.stdout.slice(4));
-      expect(made.body === FIXED_NOTE.body, `the body is stored (got ${r.stdout})`);
-      return execLines(r);
-    },
-  },
+  postStep('post another note: the body is stored now', FIXED_NOTE, (made) => {
+    expect(made.body === FIXED_NOTE.body, `the body is stored (got ${JSON.stringify(made)})`);
+    return [];
+  }),
   {
     note: 'done with this sandbox: its postgres and API stop',
     tool: 'sandbox_destroy',

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { connectClient, copySample, kilnBin, sampleProject, tempDir } from '../tests/lib/kiln.mjs';
-import { checkLines, expect, fingerprint, indent, runSteps, runText } from './steps.mjs';
+import { expect, fingerprint, fixStep, indent, printVerify, runSteps, runText } from './steps.mjs';
 
 const repoBefore = fingerprint(sampleProject);
 
@@ -125,8 +125,7 @@ const steps = [
     tool: 'verify',
     args: () => ({}),
     show: (r, ctx) => {
-      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
-      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      printVerify(r);
       const test = r.checks.find((c) => c.name === 'test');
       expect(r.status === 'fail', `verify status is fail (got ${r.status})`);
       expect(r.checks.find((c) => c.name === 'load')?.status === 'pass', 'the "load" check passes');
@@ -181,22 +180,13 @@ const steps = [
       return [`${BUG.file}, sha256 ${r.sha256.slice(0, 12)}...:`, ...indent(lines.slice(at, at + 3).map((l, i) => `${at + 1 + i}  ${l}`))];
     },
   },
-  {
-    note: 'fix it: words() keeps the case, so kebabCase must lower-case each word',
-    tool: 'file_edit',
-    args: (ctx) => ({ path: BUG.file, if_sha256: ctx.caseSha, edits: [{ old_text: BUG.old_text, new_text: BUG.new_text }] }),
-    show: (r) => {
-      expect(r.applied === true && r.replacements === 1, 'one replacement applied');
-      return [`${r.replacements} replacement; diff:`, ...indent(r.diff.trimEnd().split('\n'))];
-    },
-  },
+  fixStep('fix it: words() keeps the case, so kebabCase must lower-case each word', BUG, (ctx) => ctx.caseSha),
   {
     note: 'verify again: every check must pass now',
     tool: 'verify',
     args: () => ({}),
     show: (r) => {
-      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
-      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      printVerify(r);
       const test = r.checks.find((c) => c.name === 'test');
       expect(r.status === 'pass' && r.checks.every((c) => c.status === 'pass'), `verify status is pass with every check passing (got ${r.status})`);
       expect(test?.tests?.passed === TESTS_TOTAL && test.tests.failed === 0 && (test.tests.failures ?? []).length === 0,

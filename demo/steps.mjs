@@ -45,6 +45,27 @@ export function checkLines(checks) {
   return out;
 }
 
+// A verify result's summary and one line per check, printed before the step's expectations so a
+// failing expectation still shows what verify said.
+export function printVerify(r) {
+  const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
+  if (r.services?.length) lines.push(`services: ${r.services.map((s) => `${s.name} (database ${s.database})`).join(', ')}`);
+  console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+}
+
+// The step that fixes a sample's bug: one file_edit, refused if the file changed since `sha(ctx)`.
+export function fixStep(note, bug, sha) {
+  return {
+    note,
+    tool: 'file_edit',
+    args: (ctx) => ({ path: bug.file, if_sha256: sha(ctx), edits: [{ old_text: bug.old_text, new_text: bug.new_text }] }),
+    show: (r) => {
+      expect(r.applied === true && r.replacements === 1, 'one replacement applied');
+      return [`${r.replacements} replacement; diff:`, ...indent(r.diff.trimEnd().split('\n'))];
+    },
+  };
+}
+
 function brief(args) {
   return Object.entries(args)
     .map(([k, v]) => {
