@@ -1,5 +1,5 @@
 # Kiln's front door. On a fresh Debian 12 (as root or with sudo):
-#   make demo   installs what is missing, builds, runs an agent session against build/kiln
+#   make demo   installs what is missing, builds, runs two agent sessions against build/kiln
 #   make test   installs what is missing, builds, runs every test suite
 #   make bench  benchmarks against peers (not a test)
 #   make install / make package   installs kiln (PREFIX, DESTDIR); builds the .deb and the .vsix
@@ -98,8 +98,11 @@ nvim: build
 vscode: build
 	@scripts/run-tests.sh $(BUILD) vscode
 
+# Two agent sessions: the library sample, then the HTTP API on PostgreSQL; both run, either failing fails.
 demo: bins node-deps
-	@KILN_BIN=$(KILN_ABS) node demo/agent.mjs
+	@KILN_BIN=$(KILN_ABS) node demo/agent.mjs; first=$$?; echo; \
+	KILN_BIN=$(KILN_ABS) node demo/agent-api.mjs; second=$$?; \
+	test $$first = 0 && test $$second = 0
 
 bench: build node-deps
 	@scripts/install-deps.sh --bench

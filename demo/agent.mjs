@@ -10,28 +10,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { connectClient, copySample, kilnBin, sampleProject, tempDir } from '../tests/lib/kiln.mjs';
+import { expect, fingerprint, fixStep, indent, printVerify, runSteps, runText } from './steps.mjs';
 
-// A fingerprint of the repo's sample project, to show the session worked on a copy only.
-function fingerprint(dir) {
-  const h = createHash('sha256');
-  for (const e of fs.readdirSync(dir, { withFileTypes: true, recursive: true }).sort((a, b) => path.join(a.parentPath ?? a.path, a.name).localeCompare(path.join(b.parentPath ?? b.path, b.name)))) {
-    if (!e.isFile()) continue;
-    const file = path.join(e.parentPath ?? e.path, e.name);
-    h.update(path.relative(dir, file)).update('\0').update(fs.readFileSync(file));
-  }
-  return h.digest('hex');
-}
 const repoBefore = fingerprint(sampleProject);
 
 const workspace = copySample('kiln-demo-');
-
-// A step: the tool, its arguments (built from what earlier steps learned), and a few lines that
-// show what came back. `note` says why an agent would make this call. `show` calls `expect` for
-// what the step must find; a broken expectation stops the demo with a non-zero exit.
-class ExpectationFailed extends Error {}
-function expect(cond, what) {
-  if (!cond) throw new ExpectationFailed(what);
-}
 
 // The sample's deliberate bug (see examples/sample-project/README.md) and its one-line fix.
 const BUG = {
@@ -44,22 +27,9 @@ const TESTS_TOTAL = 10;
 // The demo's own throwaway password for the published report (a real user picks one).
 const DEMO_PASSWORD = 'kiln-demo-' + createHash('sha256').update(String(process.pid) + Date.now()).digest('hex').slice(0, 8);
 
-const runText = (run) => (Array.isArray(run) ? JSON.stringify(run) : run);
-function checkLines(checks) {
-  const out = [];
-  for (const c of checks) {
-    let line = `${c.name}: ${c.status}, exit ${c.exit_code ?? '-'} (${c.stop_reason ?? '-'}) in ${c.duration_ms ?? '-'} ms`;
-    if (c.tests) line += `; tests passed ${c.tests.passed}, failed ${c.tests.failed}, skipped ${c.tests.skipped}`;
-    if (c.error) line += `; error: ${c.error}`;
-    out.push(line);
-    for (const f of c.tests?.failures ?? []) {
-      const where = f.file ? `${f.file}${f.line != null ? ':' + f.line : ''}` : '(no file/line in the report)';
-      const msg = String(f.message ?? '').replace(/\s+/g, ' ').trim();
-      out.push(`  FAILED ${f.name} at ${where}`, `    ${msg.length > 110 ? msg.slice(0, 107) + '...' : msg}`);
-    }
-  }
-  return out;
-}
+// A step: the tool, its arguments (built from what earlier steps learned), and a few lines that
+// show what came back. `note` says why an agent would make this call. `show` calls `expect` for
+// what the step must find; a broken expectation stops the demo with a non-zero exit.
 const steps = [
   {
     note: 'open the project as a workspace',
@@ -155,8 +125,7 @@ const steps = [
     tool: 'verify',
     args: () => ({}),
     show: (r, ctx) => {
-      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
-      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      printVerify(r);
       const test = r.checks.find((c) => c.name === 'test');
       expect(r.status === 'fail', `verify status is fail (got ${r.status})`);
       expect(r.checks.find((c) => c.name === 'load')?.status === 'pass', 'the "load" check passes');
@@ -211,22 +180,13 @@ const steps = [
       return [`${BUG.file}, sha256 ${r.sha256.slice(0, 12)}...:`, ...indent(lines.slice(at, at + 3).map((l, i) => `${at + 1 + i}  ${l}`))];
     },
   },
-  {
-    note: 'fix it: words() keeps the case, so kebabCase must lower-case each word',
-    tool: 'file_edit',
-    args: (ctx) => ({ path: BUG.file, if_sha256: ctx.caseSha, edits: [{ old_text: BUG.old_text, new_text: BUG.new_text }] }),
-    show: (r) => {
-      expect(r.applied === true && r.replacements === 1, 'one replacement applied');
-      return [`${r.replacements} replacement; diff:`, ...indent(r.diff.trimEnd().split('\n'))];
-    },
-  },
+  fixStep('fix it: words() keeps the case, so kebabCase must lower-case each word', BUG, (ctx) => ctx.caseSha),
   {
     note: 'verify again: every check must pass now',
     tool: 'verify',
     args: () => ({}),
     show: (r) => {
-      const lines = [`${r.status} in ${r.duration_ms} ms, trace ${r.trace_id}`, ...indent(checkLines(r.checks))];
-      console.log(lines.map((l) => `    -> ${l}`).join('\n'));
+      printVerify(r);
       const test = r.checks.find((c) => c.name === 'test');
       expect(r.status === 'pass' && r.checks.every((c) => c.status === 'pass'), `verify status is pass with every check passing (got ${r.status})`);
       expect(test?.tests?.passed === TESTS_TOTAL && test.tests.failed === 0 && (test.tests.failures ?? []).length === 0,
@@ -275,22 +235,6 @@ const steps = [
   },
 ];
 
-function indent(lines, by = '    ') {
-  return lines.map((l) => by + l);
-}
-
-function brief(args) {
-  return Object.entries(args)
-    .map(([k, v]) => {
-      let s = typeof v === 'string' ? v : JSON.stringify(v);
-      if (k === 'if_sha256') s = s.slice(0, 12) + '...';
-      if (k === 'password') s = '(hidden)';
-      if (s.length > 70) s = s.slice(0, 67) + '...';
-      return `${k}=${s}`;
-    })
-    .join(' ');
-}
-
 // publish started a `kiln serve` for the demo's throwaway state directory; in real use it keeps
 // serving after the agent is gone, but the demo cleans up after itself.
 function stopServe(home) {
@@ -315,58 +259,7 @@ async function main() {
   const tools = (await client.listTools()).tools;
   console.log(`connected to ${server.name} ${server.version}; ${tools.length} tools: ${tools.map((t) => t.name).join(', ')}\n`);
 
-  const ctx = {};
-  let failed = 0;
-  const available = new Set(tools.map((t) => t.name));
-  for (const [i, step] of steps.entries()) {
-    if (step.http) {
-      // Not a tool call: what a person with the link sees.
-      console.log(`[${i + 1}] HTTP`);
-      console.log(`    (${step.note})`);
-      try {
-        for (const line of await step.http(ctx)) console.log(`    -> ${line}`);
-      } catch (e) {
-        console.log(`    !! ${e instanceof ExpectationFailed ? 'unexpected answer: expected ' : ''}${e.message}\n`);
-        failed++;
-        break;
-      }
-      console.log();
-      continue;
-    }
-    const args = step.args(ctx);
-    console.log(`[${i + 1}] ${step.tool}  ${brief(args)}`);
-    console.log(`    (${step.note})`);
-    if (!available.has(step.tool)) {
-      console.log(`    !! tool ${step.tool} not available in this build (${bin}): it lists no "${step.tool}" tool\n`);
-      failed++;
-      break;
-    }
-    let result;
-    try {
-      result = await client.callTool({ name: step.tool, arguments: args });
-    } catch (e) {
-      console.log(`    !! protocol error: ${e.message}\n${session.stderr}`);
-      failed++;
-      break;
-    }
-    if (result.isError) {
-      console.log(`    !! tool error: ${result.content.map((c) => c.text).join(' ')}\n`);
-      failed++;
-      break;
-    }
-    let shown;
-    try {
-      shown = step.show(result.structuredContent, ctx);
-    } catch (e) {
-      if (!(e instanceof ExpectationFailed)) throw e;
-      console.log(`    !! unexpected result: expected ${e.message}`);
-      console.log(`    !! the tool said: ${result.content.map((c) => c.text).join(' ').slice(0, 400)}\n`);
-      failed++;
-      break;
-    }
-    for (const line of shown) console.log(`    -> ${line}`);
-    console.log();
-  }
+  const failed = await runSteps(session, steps, { bin });
   await session.close();
   stopServe(home);
   if (failed) {

@@ -246,13 +246,17 @@ Result<std::vector<ServiceStatus>> ServiceHost::start(std::shared_ptr<Prepared> 
   // All start at once, then each is waited for: a slow postgres does not delay redis.
   for (std::size_t i = 0; i < h->entries.size(); ++i)
     if (auto ok = launch(*h, i, stop); !ok) return std::unexpected(ok.error());
-  for (std::size_t i = 0; i < h->entries.size(); ++i) {
-    if (auto ok = wait_ready(*h, i, stop); !ok) return std::unexpected(ok.error());
-    if (needs_bootstrap(*h, i))
-      if (auto ok = bootstrap_postgres(*h, i, stop); !ok) return std::unexpected(ok.error());
-    std::lock_guard lock(h->mu);
-    if (h->status[i].state == "starting") h->status[i].state = "ready";
-  }
+  // Databases first: a project's own server often answers its `ready` path only once its database
+  // exists and `setup` has run, and that happens after postgres accepts connections.
+  for (const bool own_servers : {false, true})
+    for (std::size_t i = 0; i < h->entries.size(); ++i) {
+      if ((h->entries[i].config.kind == ServiceKind::command) != own_servers) continue;
+      if (auto ok = wait_ready(*h, i, stop); !ok) return std::unexpected(ok.error());
+      if (needs_bootstrap(*h, i))
+        if (auto ok = bootstrap_postgres(*h, i, stop); !ok) return std::unexpected(ok.error());
+      std::lock_guard lock(h->mu);
+      if (h->status[i].state == "starting") h->status[i].state = "ready";
+    }
   std::lock_guard lock(h->mu);
   return h->status;
 }

@@ -345,3 +345,29 @@ sandboxTest('limits apply to services: a memory-hungry service is stopped with m
   if (/cgroup/.test(by)) assert.match(error, /memory_limit/);
   else assert.match(error, /memory_limit|exited with code 1/, `enforced by ${by}`);
 });
+
+serverTest("a project's server whose ready path needs the database is waited for after postgres and its setup", ['postgres'], async (t) => {
+  // "api" sorts before "db": the server is started first, and its /health answers 200 only once
+  // the table `setup` makes is there, so it can only become ready after db's setup ran.
+  const server = [
+    'import http.server, subprocess',
+    'class H(http.server.BaseHTTPRequestHandler):',
+    '    def do_GET(self):',
+    '        ok = subprocess.run(["psql", "-tA", "-c", "SELECT n FROM t"], capture_output=True).returncode == 0',
+    '        self.send_response(200 if ok else 503); self.end_headers()',
+    "http.server.HTTPServer(('127.0.0.1', 3300), H).serve_forever()",
+  ].join('\n');
+  const k = await startKiln(t, {
+    files: {
+      'server.py': server,
+      'kiln.json': {
+        services: {
+          api: { run: 'python3 server.py', port: 3300, ready: '/health', ready_timeout_s: 20 },
+          db: { kind: 'postgres', setup: 'psql -v ON_ERROR_STOP=1 -c "CREATE TABLE t (n int)"' },
+        },
+      },
+    },
+  });
+  const sb = await k.ok('sandbox_create', { services: true });
+  assert.deepEqual(sb.services.map((s) => [s.name, s.state]).sort(), [['api', 'ready'], ['db', 'ready']]);
+});
