@@ -243,20 +243,23 @@ Result<std::vector<ServiceStatus>> ServiceHost::start(std::shared_ptr<Prepared> 
     state_->hosted.erase(sandbox_id);
     return fail(Errc::not_found, fmt::format("sandbox {} ended before its services could start", sandbox_id));
   }
-  // All start at once, then each is waited for: a slow postgres does not delay redis.
-  for (std::size_t i = 0; i < h->entries.size(); ++i)
-    if (auto ok = launch(*h, i, stop); !ok) return std::unexpected(ok.error());
-  // Databases first: a project's own server often answers its `ready` path only once its database
-  // exists and `setup` has run, and that happens after postgres accepts connections.
-  for (const bool own_servers : {false, true})
+  // Databases first, then the project's own servers: a server often connects (or migrates) as it
+  // starts, or answers its `ready` path only once its database exists and `setup` has run, as
+  // Compose's depends_on service_healthy would order them. Within each group all start at once.
+  for (const bool own_servers : {false, true}) {
+    auto in_group = [&](std::size_t i) { return (h->entries[i].config.kind == ServiceKind::command) == own_servers; };
+    for (std::size_t i = 0; i < h->entries.size(); ++i)
+      if (in_group(i))
+        if (auto ok = launch(*h, i, stop); !ok) return std::unexpected(ok.error());
     for (std::size_t i = 0; i < h->entries.size(); ++i) {
-      if ((h->entries[i].config.kind == ServiceKind::command) != own_servers) continue;
+      if (!in_group(i)) continue;
       if (auto ok = wait_ready(*h, i, stop); !ok) return std::unexpected(ok.error());
       if (needs_bootstrap(*h, i))
         if (auto ok = bootstrap_postgres(*h, i, stop); !ok) return std::unexpected(ok.error());
       std::lock_guard lock(h->mu);
       if (h->status[i].state == "starting") h->status[i].state = "ready";
     }
+  }
   std::lock_guard lock(h->mu);
   return h->status;
 }
