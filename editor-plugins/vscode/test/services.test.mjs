@@ -3,26 +3,13 @@
 // no sandbox running services, an offer to start the ones kiln.json declares (or a plain message).
 // The same command against the real kiln is in kiln.test.mjs.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { activate, fakeKiln, tempDir } from './helpers.mjs';
+import { activate, fakeServer } from './helpers.mjs';
 
 async function fake(t, services) {
-  const dir = tempDir('kiln-vsc-svc-');
-  const logFile = path.join(dir, 'received.ndjson');
-  process.env.FAKE_KILN_LOG = logFile;
-  process.env.FAKE_KILN_SERVICES = services;
-  t.after(() => {
-    delete process.env.FAKE_KILN_LOG;
-    delete process.env.FAKE_KILN_SERVICES;
-  });
-  const calls = (tool) =>
-    fs.readFileSync(logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
-      .filter((m) => m.method === 'tools/call' && m.params.name === tool).map((m) => m.params.arguments);
-  const k = await activate({ folders: [dir], settings: { 'kiln.server.path': fakeKiln } }, t);
-  return { ...k, calls };
+  const f = fakeServer(t, { env: { FAKE_KILN_SERVICES: services } });
+  return { ...(await activate(f, t)), calls: f.calls };
 }
 
 const pickNamed = (name) => (items) => items.find((i) => i.label.endsWith(` ${name}`));
