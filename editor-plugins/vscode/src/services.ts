@@ -62,7 +62,7 @@ function stateIcon(state: string): string {
 }
 
 /** One quick pick row: name; kind, state and URL; the error of a failed one, else where it runs. */
-export function serviceItem(s: SandboxService): vscode.QuickPickItem & { entry: SandboxService } {
+function serviceItem(s: SandboxService): vscode.QuickPickItem & { entry: SandboxService } {
   const v = s.service;
   const where = [`sandbox ${s.sandbox_id}`];
   if (typeof v.pid === 'number') where.push(`pid ${v.pid}`);
