@@ -16,5 +16,10 @@ end, {
   complete = function(arglead, cmdline, cursorpos)
     return require('kiln').complete(arglead, cmdline, cursorpos)
   end,
-  desc = 'Kiln: open | run | verify | traces | publish | log | restart | stop | status',
+  desc = 'Kiln: open | run | verify | traces | services | publish | log | restart | stop | status',
 })
+
+-- :KilnServices is :Kiln services, for a mapping or a command line that names it directly.
+vim.api.nvim_create_user_command('KilnServices', function()
+  require('kiln').services()
+end, { nargs = 0, desc = 'Kiln: the services of the live sandboxes (R restarts, <CR> opens the log)' })

@@ -9,6 +9,7 @@ import * as commands from './commands';
 import type { CommandContext } from './commands';
 import { firstFolder, readSettings } from './config';
 import { KilnMcpServerProvider, registerMcpProvider } from './mcpProvider';
+import { showServices } from './services';
 import { TRACE_SCHEME, TraceDocumentProvider, TracesProvider, VIEW_ID } from './traces';
 import type { TraceNode } from './traces';
 
@@ -88,6 +89,7 @@ export function activate(context: vscode.ExtensionContext): KilnApi {
   register('kiln.runCommand', (cmd?: string) => commands.runCommand(ctx, typeof cmd === 'string' ? cmd : undefined));
   register('kiln.verify', () => commands.verify(ctx));
   register('kiln.showTraces', () => commands.showTraces(ctx));
+  register('kiln.showServices', () => showServices(ctx));
   register('kiln.publish', (p?: string) => commands.publish(ctx, typeof p === 'string' ? p : undefined));
   register('kiln.restartServer', () => commands.restartServer(ctx));
   register('kiln.showLog', () => log.show());

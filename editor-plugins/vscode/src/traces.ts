@@ -1,7 +1,9 @@
 // The Traces view (trace_list, newest first; a verify's checks as its children) and read-only
-// documents for a trace (trace_get as JSON) and for its output (trace_output, all pages).
+// documents for a trace (trace_get as JSON) and for its output (trace_output, all pages; a live
+// service's from its run).
 import * as vscode from 'vscode';
 
+import { KilnToolError } from './client';
 import type { KilnClient } from './client';
 
 export const TRACE_SCHEME = 'kiln-trace';
@@ -12,7 +14,7 @@ const OUTPUT_DOC_LIMIT = 4 * 1024 * 1024;
 
 export interface TraceSummary {
   trace_id: string;
-  kind: 'exec' | 'verify' | 'publish';
+  kind: 'exec' | 'verify' | 'publish' | 'service';
   status: 'running' | 'pass' | 'fail' | 'error' | 'interrupted';
   name?: string;
   command?: string;
@@ -25,6 +27,14 @@ export interface TraceSummary {
   uri: string;
   tests?: { passed?: number; failed?: number; skipped?: number } | null;
 }
+
+interface OutputPage {
+  data?: string;
+  next_offset: number;
+  eof: boolean;
+  total_bytes: number;
+}
+type OutputReader = (stream: 'stdout' | 'stderr', offset: number) => Promise<OutputPage>;
 
 interface TraceListResult {
   traces: TraceSummary[];
@@ -120,7 +130,11 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
     md.appendMarkdown(`\nstarted ${t.started_at}${t.duration_ms != null ? `, ${t.duration_ms} ms` : ''}`);
     if (t.stop_reason && t.stop_reason !== 'exit') md.appendMarkdown(`, stopped: ${t.stop_reason}`);
     item.tooltip = md;
-    item.command = { command: 'kiln.openTrace', title: 'Open Trace', arguments: [t.trace_id] };
+    // A service's record says little; its output is its log, which is what people open it for.
+    item.command =
+      t.kind === 'service'
+        ? { command: 'kiln.openTraceOutput', title: 'Open Log', arguments: [t.trace_id] }
+        : { command: 'kiln.openTrace', title: 'Open Trace', arguments: [t.trace_id] };
     return item;
   }
 
@@ -202,17 +216,50 @@ export class TraceDocumentProvider implements vscode.TextDocumentContentProvider
   }
 
   private async outputText(traceId: string, token: vscode.CancellationToken): Promise<string> {
+    let read: OutputReader = (stream, offset) =>
+      this.client.callTool<OutputPage>('trace_output', { trace_id: traceId, stream, offset, limit: 131072 }, { token });
+    try {
+      return await this.pages(traceId, read);
+    } catch (e) {
+      // Kiln's trace store keeps no output for a service yet (trace_output refuses the kind):
+      // while its sandbox lives, the service's run has it (process_output).
+      const run = e instanceof KilnToolError ? await this.serviceRun(traceId, token) : undefined;
+      if (!run) throw e;
+      read = (stream, offset) =>
+        this.client.callTool<OutputPage>('process_output', { run_id: run, stream, offset, limit: 131072 }, { token });
+      return this.pages(traceId, read);
+    }
+  }
+
+  /** The run of a live service whose trace this is (trace_get names its sandbox and service). */
+  private async serviceRun(traceId: string, token: vscode.CancellationToken): Promise<string | undefined> {
+    try {
+      const { trace } = await this.client.callTool<{ trace?: { kind?: string; policy?: { sandbox_id?: string; service?: string } } }>(
+        'trace_get',
+        { trace_id: traceId },
+        { token },
+      );
+      const sandbox = trace?.policy?.sandbox_id;
+      if (trace?.kind !== 'service' || !sandbox) return undefined;
+      const { services } = await this.client.callTool<{ services?: Array<{ trace_id?: string; run_id?: string }> }>(
+        'service_list',
+        { sandbox_id: sandbox },
+        { token },
+      );
+      return services?.find((x) => x.trace_id === traceId)?.run_id || undefined;
+    } catch {
+      return undefined; // the sandbox is gone: the original error says more
+    }
+  }
+
+  private async pages(traceId: string, read: OutputReader): Promise<string> {
     const parts: string[] = [];
     for (const stream of ['stdout', 'stderr'] as const) {
       let offset = 0;
       let text = '';
       let total = 0;
       for (;;) {
-        const page = await this.client.callTool<{ data?: string; next_offset: number; eof: boolean; total_bytes: number }>(
-          'trace_output',
-          { trace_id: traceId, stream, offset, limit: 131072 },
-          { token },
-        );
+        const page = await read(stream, offset);
         text += page.data ?? '';
         total = page.total_bytes;
         if (page.eof || page.next_offset <= offset) break;

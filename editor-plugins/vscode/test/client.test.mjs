@@ -2,25 +2,11 @@
 // initialize and roots, tool results and errors, progress and cancellation (notifications/cancelled),
 // logs and protocol traces into the log channel, crash restarts and giving up, graceful stop.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 
-import { activate, fakeKiln, loadModule, sleep, tempDir } from './helpers.mjs';
-
-function fake(t, { mode = 'normal', settings = {}, folders } = {}) {
-  const dir = tempDir('kiln-vsc-fake-');
-  const logFile = path.join(dir, 'received.ndjson');
-  process.env.FAKE_KILN_LOG = logFile;
-  process.env.FAKE_KILN_MODE = mode;
-  t.after(() => {
-    delete process.env.FAKE_KILN_LOG;
-    delete process.env.FAKE_KILN_MODE;
-  });
-  const received = () => (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []);
-  return { folders: folders ?? [dir], settings: { 'kiln.server.path': fakeKiln, ...settings }, received, dir };
-}
+import { activate, fakeServer as fake, loadModule, sleep, tempDir } from './helpers.mjs';
 
 test('NDJSON reader: split and joined chunks, CRLF, multi-byte characters across chunks, bad lines reported', async () => {
   const { NdjsonMessageReader, NdjsonMessageWriter } = await loadModule('src/ndjson.ts');

@@ -7,7 +7,11 @@
 // Tools: echo (structuredContent = arguments), fail (isError), slow (progress every 50 ms until
 // cancelled; never answers a cancelled call), log (sends notifications/message), die (exits 4),
 // verify (one failing test whose message has several lines, CRLF included) and workspace_info
-// (the root is the fake's cwd).
+// (the root is the fake's cwd; it declares the services of $FAKE_KILN_SERVICES), and the services
+// tools: sandbox_list, service_list, service_restart, sandbox_create and trace_output. With
+// $FAKE_KILN_SERVICES = running (the default) sandbox sb_fake runs db (ready) and api (failed);
+// declared: no sandbox yet, kiln.json declares db, sandbox_create {services: true} starts it;
+// none: no sandbox and nothing declared.
 import fs from 'node:fs';
 
 const logFile = process.env.FAKE_KILN_LOG;
@@ -24,6 +28,33 @@ process.stderr.write('kiln 2026-01-01T00:00:00.000 info: fake kiln starting\n');
 process.stderr.write('kiln 2026-01-01T00:00:00.000 error: fake kiln error line\n');
 
 const slow = new Map();
+const servicesMode = process.env.FAKE_KILN_SERVICES ?? 'running';
+const db = () => ({ name: 'db', kind: 'postgres', state: 'ready', url: 'postgres://kiln@127.0.0.1:5432/kiln', port: 5432, pid: 12, restarts: 0, trace_id: 'tr_svcdb', database: 'kiln' });
+const sandboxes = new Map(servicesMode === 'running'
+  ? [['sb_fake', [db(), { name: 'api', kind: 'command', state: 'failed', url: 'http://127.0.0.1:3000', port: 3000, pid: null, restarts: 0, trace_id: 'tr_svcapi', error: 'exited with code 7: listening failed' }]]]
+  : []);
+const result = (id, value) => send({ id, result: { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value } });
+const toolError = (id, text) => send({ id, result: { content: [{ type: 'text', text }], isError: true } });
+
+function servicesTool(id, name, args) {
+  if (name === 'sandbox_list') return result(id, { sandboxes: [...sandboxes.keys()].map((sandbox_id) => ({ sandbox_id, workspace: 'ws_fake' })) });
+  if (name === 'sandbox_create') {
+    if (args.services !== true) return toolError(id, 'the fake only starts all services');
+    sandboxes.set('sb_new', [db()]);
+    return result(id, { sandbox_id: 'sb_new', services: sandboxes.get('sb_new') });
+  }
+  const list = sandboxes.get(args.sandbox_id);
+  if (!list) return toolError(id, `no live sandbox '${args.sandbox_id}': call sandbox_list to see the live ones`);
+  if (name === 'service_list') return result(id, { sandbox_id: args.sandbox_id, services: list });
+  const s = list.find((x) => x.name === args.name);
+  if (!s) return toolError(id, `no service '${args.name}' in ${args.sandbox_id}`);
+  s.restarts += 1;
+  s.pid = 100 + s.restarts;
+  s.state = 'ready';
+  delete s.error;
+  return result(id, { sandbox_id: args.sandbox_id, service: s });
+}
+
 let buf = '';
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (chunk) => {
@@ -63,8 +94,12 @@ function handle(m) {
         checks: [{ name: 'test', status: 'fail', trace_id: 'tr_fake1', tests: { passed: 0, failed: 1, failures: [failure] } }] };
       send({ id: m.id, result: { content: [{ type: 'text', text: JSON.stringify(result) }], structuredContent: result } });
     } else if (name === 'workspace_info') {
-      const info = { id: 'ws_fake', name: 'fake', root: process.cwd() };
+      const info = { id: 'ws_fake', name: 'fake', root: process.cwd(), services: servicesMode === 'none' ? [] : [{ name: 'db', kind: 'postgres', port: 5432 }] };
       send({ id: m.id, result: { content: [{ type: 'text', text: JSON.stringify(info) }], structuredContent: info } });
+    } else if (['sandbox_list', 'sandbox_create', 'service_list', 'service_restart'].includes(name)) servicesTool(m.id, name, args ?? {});
+    else if (name === 'trace_output') {
+      const data = args.stream === 'stdout' && args.offset === 0 ? `log of ${args.trace_id}\n` : '';
+      result(m.id, { data, next_offset: (args.offset ?? 0) + data.length, eof: true, total_bytes: data.length });
     } else if (name === 'fail') send({ id: m.id, result: { content: [{ type: 'text', text: 'no workspace is open: call workspace_open' }], isError: true } });
     else if (name === 'log') {
       send({ method: 'notifications/message', params: { level: 'info', data: 'hello from the server log' } });

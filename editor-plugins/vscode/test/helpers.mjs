@@ -85,6 +85,24 @@ export function copySample() {
 }
 
 export const fakeKiln = path.join(extDir, 'test', 'fake-kiln.mjs');
+
+/**
+ * Settings and folders for activate() that run fake-kiln.mjs in `mode` with the FAKE_KILN_* `env`
+ * (unset when the test ends); received() is every message it got, calls(tool) the arguments of
+ * each call of one tool.
+ */
+export function fakeServer(t, { mode = 'normal', env = {}, settings = {}, folders } = {}) {
+  const dir = tempDir('kiln-vsc-fake-');
+  const logFile = path.join(dir, 'received.ndjson');
+  const vars = { FAKE_KILN_LOG: logFile, FAKE_KILN_MODE: mode, ...env };
+  Object.assign(process.env, vars);
+  t.after(() => {
+    for (const k of Object.keys(vars)) delete process.env[k];
+  });
+  const received = () => (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []);
+  const calls = (tool) => received().filter((m) => m.method === 'tools/call' && m.params.name === tool).map((m) => m.params.arguments);
+  return { folders: folders ?? [dir], settings: { 'kiln.server.path': fakeKiln, ...settings }, received, calls, dir };
+}
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Bundles one source module (e.g. src/ndjson.ts) on its own, for tests of code below the extension. */

@@ -231,6 +231,45 @@ test('Publish: a folder typed in, in a workspace without kiln.json: public, and 
   assert.equal(rec.clipboard, r.url);
 });
 
+test('Services: offers to start kiln.json\'s services, lists them, restarts one and opens its log', { skip }, async (t) => {
+  const dir = path.join(tempDir('kiln-vsc-svc-'), 'svc');
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, 'kiln.json'), JSON.stringify({ services: { api: { run: 'node server.js', port: 3000, ready: '/health' } } }));
+  fs.writeFileSync(path.join(dir, 'server.js'),
+    "require('http').createServer((q, s) => s.end('ok')).listen(3000, '127.0.0.1', () => console.log('api listening on 3000'));\n");
+  const { rec, api } = await kiln(t, [dir]);
+  const named = (name) => (items) => items.find((i) => i.label.endsWith(` ${name}`));
+  const action = (label) => (items) => items.find((i) => i.label.endsWith(label));
+
+  rec.messageAnswers.push('Start Services');
+  rec.quickPickAnswers.push(named('api'), action('Restart'));
+  const chosen = await rec.commands.get('kiln.showServices')();
+  assert.match(rec.messages[0].text, /^Kiln: no sandbox runs services\. kiln\.json declares api \(\w+\)\.$/);
+  assert.ok(chosen, JSON.stringify(rec.messages));
+  assert.equal(chosen.service.state, 'ready');
+  assert.equal(chosen.service.url, 'http://127.0.0.1:3000');
+  const restarted = await rec.waitFor(() => rec.messages.find((m) => /restarted/.test(m.text)), 60000, 'the restart');
+  assert.equal(restarted.text, 'Kiln: api restarted: ready at http://127.0.0.1:3000');
+
+  // Listed again: the sandbox the command started, the restart counted; Open Log shows its output.
+  rec.quickPickAnswers.push(named('api'), action('Open Log'));
+  const again = await rec.commands.get('kiln.showServices')();
+  assert.equal(again.sandbox_id, chosen.sandbox_id);
+  const row = rec.lastQuickPick.items; // the actions of the second pick
+  assert.deepEqual(row.map((i) => i.label), ['$(debug-restart) Restart', '$(output) Open Log', '$(copy) Copy URL']);
+  const listed = (await api.client.callTool('service_list', { sandbox_id: chosen.sandbox_id })).services;
+  assert.deepEqual(listed.map((s) => [s.name, s.state, s.restarts]), [['api', 'ready', 1]]);
+  const doc = await rec.waitFor(() => rec.shownDocuments.find((d) => /\.output\.log$/.test(d.uri.path)), 10000, 'the log');
+  assert.equal(doc.uri.path, `/${listed[0].trace_id}.output.log`);
+  assert.match(doc.getText(), /api listening on 3000/);
+
+  // The Traces view knows the service trace; it opens as its output.
+  const provider = rec.treeViews.get('kiln.traces').treeDataProvider;
+  const node = (await provider.getChildren()).find((n) => n.trace?.kind === 'service');
+  assert.ok(node, 'a service trace in the Traces view');
+  assert.equal(provider.getTreeItem(node).command.command, 'kiln.openTraceOutput');
+});
+
 test('Open Workspace: picks a folder and makes it the session\'s workspace', { skip }, async (t) => {
   const other = path.join(tempDir('kiln-vsc-ws3-'), 'other');
   fs.mkdirSync(other);

@@ -69,6 +69,24 @@ local function find_buf(pat)
   end
 end
 
+--- :Kiln open DIR (the cwd without one), waiting for the message that names the workspace.
+local function open_workspace(dir, name)
+  local from = T.mark()
+  vim.cmd('Kiln open' .. (dir and (' ' .. vim.fn.fnameescape(dir)) or ''))
+  T.wait(10000, function()
+    return T.note('workspace ' .. (name or ''), nil, from)
+  end, 'open ' .. (dir or 'cwd'))
+end
+
+--- The number of the first line of `lines` that matches `pat`.
+local function line_matching(lines, pat)
+  for i, l in ipairs(lines) do
+    if l:match(pat) then
+      return i
+    end
+  end
+end
+
 local function last_run()
   return state.runs[state.run_seq]
 end
@@ -273,6 +291,10 @@ T.test('tools/list offers every tool kiln.nvim calls, with the arguments it pass
     trace_list = { 'kind', 'status', 'limit', 'cursor' },
     trace_get = { 'trace_id' },
     publish = { 'path', 'share', 'password', 'invite' },
+    sandbox_list = {},
+    sandbox_create = { 'services' },
+    service_list = { 'sandbox_id' },
+    service_restart = { 'sandbox_id', 'name' },
   }
   for name, args in pairs(used) do
     T.ok(by[name], 'server has ' .. name)
@@ -476,13 +498,7 @@ T.test(':Kiln traces lists runs; <CR> opens a trace; a verify shows its steps, <
   end, 'rows')
   local lines = T.lines(buf)
   T.match(lines[1], '^Kiln traces', 'header')
-  local row
-  for i, l in ipairs(lines) do
-    if l:match('^fail%s+verify') then
-      row = i
-      break
-    end
-  end
+  local row = line_matching(lines, '^fail%s+verify')
   T.ok(row, 'a failed verify is listed:\n' .. table.concat(lines, '\n'))
   T.ok(T.text(buf):find('\n%a+%s+exec%s'), 'exec rows too')
   vim.api.nvim_win_set_cursor(0, { row, 0 })
@@ -684,6 +700,89 @@ T.test(':Kiln open PATH switches the workspace; a missing folder is a message, n
   T.eq(vim.fn.resolve(state.session.root), WS, 'back in the cwd')
 end)
 
+-- :Kiln services ----------------------------------------------------------------------------------
+local function services_test()
+  local dir = TMP .. '/svc-ws'
+  vim.fn.mkdir(dir, 'p')
+  vim.fn.writefile({ vim.json.encode({ services = { api = { run = 'node server.js', port = 3000, ready = '/health' } } }) },
+    dir .. '/kiln.json')
+  vim.fn.writefile({ "require('http').createServer((q, s) => s.end('ok')).listen(3000, '127.0.0.1', () => console.log('api listening on 3000'));" },
+    dir .. '/server.js')
+  open_workspace(dir, 'svc%-ws')
+
+  vim.cmd('KilnServices')
+  local buf = vim.api.nvim_get_current_buf()
+  T.eq(vim.api.nvim_buf_get_name(buf), 'kiln://services', 'services buffer')
+  T.wait(10000, function()
+    return T.text(buf):find('no sandbox runs services')
+  end, 'the empty list')
+  T.match(T.lines(buf)[1], '^Kiln services of svc%-ws · <CR> log · R restart', 'header')
+  T.match(T.text(buf), 's starts those kiln%.json declares: api %(command%)', 'what s would start')
+
+  local from = T.mark()
+  feed('s')
+  T.wait(60000, function()
+    return T.text(buf):find('\nready%s+api%s')
+  end, 'the started service listed')
+  T.ok(T.note('services started in sb_%w+: api http://127%.0%.0%.1:3000', nil, from), 'started message')
+  local lines = T.lines(buf)
+  T.match(lines[2], '^STATE%s+NAME%s+KIND%s+SANDBOX%s+URL$', 'columns')
+  local row = line_matching(lines, '^ready%s+api%s')
+  T.match(lines[row], '^ready%s+api%s+command%s+sb_%w+%s+http://127%.0%.0%.1:3000$', 'name, kind, sandbox, url')
+  local sandbox = lines[row]:match('(sb_%w+)')
+  -- Both Kiln commands list the same thing.
+  T.eq(vim.fn.exists(':KilnServices'), 2, ':KilnServices exists')
+  T.ok(vim.tbl_contains(vim.fn.getcompletion('Kiln se', 'cmdline'), 'services'), ':Kiln services completes')
+
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  from = T.mark()
+  feed('R')
+  T.ok(T.note('no service on this line', nil, from), 'R on the header restarts nothing')
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+  from = T.mark()
+  feed('R')
+  T.wait(60000, function()
+    return T.note('api restarted', nil, from) or T.note('service_restart: ', ERROR, from)
+  end, 'the restart')
+  T.ok(T.note('api restarted: ready at http://127%.0%.0%.1:3000', nil, from), 'restarted: ' .. vim.inspect(T.notes[#T.notes]))
+  local listed = call('service_list', { sandbox_id = sandbox })
+  T.eq(listed.err, nil, 'service_list')
+  T.eq(listed.value.services[1].restarts, 1, 'restarted once')
+
+  T.wait(10000, function()
+    for _, e in pairs(state.views[buf].rows) do
+      if e.service.restarts == 1 then
+        return true
+      end
+    end
+  end, 'the list reloaded')
+  row = line_matching(T.lines(buf), '^ready%s+api%s')
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+  feed('<CR>')
+  T.wait(10000, function()
+    return vim.api.nvim_buf_get_name(0) == 'kiln://service/' .. sandbox .. '/api' and T.text(0):find('api listening on 3000')
+  end, 'the log of the service')
+  T.match(T.lines(0)[1], '^Service api %(command, ready%) · trace tr_%w+', 'log header')
+  vim.cmd('only')
+
+  -- The service's trace is listed under the kind service.
+  local r = call('trace_list', { kind = 'service' })
+  T.ok(#r.value.traces >= 1, 'service traces')
+  T.ok(vim.tbl_contains(vim.fn.getcompletion('Kiln traces s', 'cmdline'), 'service'), ':Kiln traces completes service')
+end
+
+T.test(':Kiln services: offers kiln.json services, s starts them, R restarts the one under the cursor, <CR> its log', function()
+  local ok, err = pcall(services_test)
+  -- Back to the sample project even after a failure, so the tests after this one still run there.
+  vim.cmd('only')
+  open_workspace()
+  T.eq(vim.fn.resolve(state.session.root), WS, 'back in the cwd')
+  if not ok then
+    error(err, 0)
+  end
+end)
+
 -- :Kiln log ---------------------------------------------------------------------------------------
 T.test(':Kiln log shows the server stderr and its notifications/message, and follows new lines', function()
   vim.cmd('Kiln log')
@@ -819,8 +918,8 @@ T.test('doc/kiln.txt: helptags build, and :help finds the commands and options',
   vim.fn.writefile(vim.fn.readfile(src), rt .. '/doc/kiln.txt')
   vim.cmd('helptags ' .. vim.fn.fnameescape(rt .. '/doc'))
   vim.opt.rtp:prepend(rt)
-  for _, tag in ipairs({ 'kiln', 'kiln-setup', ':Kiln', ':Kiln-open', ':Kiln-run', ':Kiln-verify', ':Kiln-traces', ':Kiln-publish',
-    ':Kiln-log', ':Kiln-restart', ':Kiln-stop', ':Kiln-status', 'kiln-health', 'kiln-api' }) do
+  for _, tag in ipairs({ 'kiln', 'kiln-setup', ':Kiln', ':Kiln-open', ':Kiln-run', ':Kiln-verify', ':Kiln-traces', ':Kiln-services',
+    ':KilnServices', ':Kiln-publish', ':Kiln-log', ':Kiln-restart', ':Kiln-stop', ':Kiln-status', 'kiln-health', 'kiln-api' }) do
     local ok, err = pcall(vim.cmd, 'help ' .. tag)
     T.ok(ok, ':help ' .. tag .. ': ' .. tostring(err))
     T.eq(vim.fn.expand('%:t'), 'kiln.txt', ':help ' .. tag .. ' opens kiln.txt')

@@ -393,6 +393,12 @@ uiTest('Run Command: output streams to "Kiln: Run" and the exit is reported', { 
   await clearNotifications();
 });
 
+uiTest('Services: with no sandbox running services and none declared, it says so', { timeout: 60000 }, async () => {
+  await palette('Kiln: Services');
+  await waitForNotification(/Kiln: no sandbox runs services, and kiln\.json declares none/, 30000);
+  await clearNotifications();
+});
+
 uiTest('kiln.json gets the schema: errors for an unknown key and a bad value', { timeout: 60000 }, async () => {
   await page.keyboard.press('Escape');
   await page.keyboard.press('Control+P');

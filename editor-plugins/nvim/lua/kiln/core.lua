@@ -9,12 +9,13 @@ local levels = vim.log.levels
 
 local M = {}
 
-M.subcommands = { 'open', 'run', 'verify', 'traces', 'publish', 'log', 'restart', 'stop', 'status' }
-M.trace_kinds = { 'exec', 'verify', 'publish' }
+M.subcommands = { 'open', 'run', 'verify', 'traces', 'services', 'publish', 'log', 'restart', 'stop', 'status' }
+M.trace_kinds = { 'exec', 'verify', 'publish', 'service' }
 M.trace_statuses = { 'running', 'pass', 'fail', 'error', 'interrupted' }
 M.share_modes = { 'public', 'password', 'invite' }
 -- The tools this plugin calls; :checkhealth checks the server offers them.
-M.tools_used = { 'workspace_open', 'sandbox_exec', 'verify', 'trace_list', 'trace_get', 'publish' }
+M.tools_used = { 'workspace_open', 'sandbox_exec', 'verify', 'trace_list', 'trace_get', 'publish', 'sandbox_list',
+  'sandbox_create', 'service_list', 'service_restart' }
 
 M.state = {
   session = nil, -- the current mcp session
@@ -24,7 +25,7 @@ M.state = {
   run_seq = 0,
   runs = {}, -- n -> run
   verify = nil, -- the in-flight verify handle
-  views = {}, -- traces buffer -> {filter, next_cursor}
+  views = {}, -- traces buffer -> {filter, next_cursor}; services buffer -> {rows}
   last_verify = nil,
   last_run = nil,
 }

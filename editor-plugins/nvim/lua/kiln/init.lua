@@ -1,4 +1,4 @@
--- kiln.nvim: Kiln's workspace, sandboxed runs, verify, traces and publishing inside Neovim.
+-- kiln.nvim: Kiln's workspace, sandboxed runs, verify, traces, services and publishing inside Neovim.
 -- Thin on purpose: every action is one MCP tool call to `kiln mcp`; the files beside this one
 -- only turn results into buffers, the quickfix list and messages. This one is the public API,
 -- the :Kiln command and its completion.
@@ -10,6 +10,7 @@ local run = require('kiln.run')
 local verify = require('kiln.verify')
 local traces = require('kiln.traces')
 local publish = require('kiln.publish')
+local services = require('kiln.services')
 
 local nn = mcp.nn
 local levels = vim.log.levels
@@ -35,6 +36,9 @@ M.qf_items = verify.qf_items
 M.traces = traces.traces
 M.trace = traces.trace
 M.publish = publish.publish
+M.services = services.services
+M.service_restart = services.restart
+M.services_start = services.start
 
 -- kiln.last_verify and kiln.last_run: the last finished results.
 setmetatable(M, {
@@ -215,6 +219,9 @@ local handlers = {
       end
     end
     M.traces(filter)
+  end,
+  services = function()
+    M.services()
   end,
   publish = function(_, argv)
     -- PATH, then in any order a share mode and an artifact name.
