@@ -1,0 +1,88 @@
+// Services inside the sandbox (issue 16) attacked the way SANDBOX_CASES.md attacks any sandbox: a
+// service's data folder lives in Kiln's state directory, not in the workspace, and postgres/redis
+// run with no authentication on loopback, so both must stay inside the sandbox and its limits.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { callTool, errorText, exec, ok, startKiln, tempDir } from './lib.mjs';
+
+const installed = (check) => spawnSync('sh', ['-c', check]).status === 0;
+const havePostgres = installed('ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1');
+const haveRedis = installed('command -v redis-server >/dev/null 2>&1');
+const needs = (what, have) => (have ? false : `${what} is not installed (Debian package ${what === 'postgres' ? 'postgresql' : 'redis-server'})`);
+
+function workspaceWith(config) {
+  const ws = path.join(tempDir('kiln-sec-ws-'), 'ws');
+  fs.mkdirSync(ws, { recursive: true });
+  fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify(config));
+  return ws;
+}
+
+// A state directory on another filesystem than the workspace: /dev/shm (tmpfs) against /tmp.
+function stateElsewhere(ws) {
+  if (!fs.existsSync('/dev/shm')) return { why: 'no /dev/shm for a state directory on another filesystem' };
+  const dir = fs.mkdtempSync('/dev/shm/kiln-sec-state-');
+  if (fs.statSync(dir).dev === fs.statSync(ws).dev) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    return { why: '/dev/shm and the workspace share one filesystem here' };
+  }
+  return { dir };
+}
+
+test('case 20/36: a run that fills a service\'s data folder (in the state directory, on another filesystem) is stopped by limits.disk_mb',
+  { skip: needs('postgres', havePostgres) }, async (t) => {
+    const ws = workspaceWith({ services: { db: { kind: 'postgres' } } });
+    const state = stateElsewhere(ws);
+    if (state.why) return t.skip(state.why);
+    const k = await startKiln({ workspace: ws, home: state.dir });
+    try {
+      const sb = ok(await callTool(k, 'sandbox_create', { services: ['db'], limits: { disk_mb: 64 } }), 'sandbox_create');
+      // 3 GB asked, 64 MiB allowed: what the workspace's filesystem is spared, the state dir's must be too.
+      const r = await exec(k, 'dd if=/dev/zero of=/var/lib/kiln/services/db/fill bs=1M count=3000 2>&1; echo dd=$?',
+        { sandbox_id: sb.sandbox_id, timeout_s: 300 }, { timeout: 320000 });
+      const fill = path.join(state.dir, 'services', k.wsId, 'db', 'dev', 'fill');
+      const size = fs.existsSync(fill) ? fs.statSync(fill).size : 0;
+      assert.equal(r.stop_reason, 'disk_limit', `stop_reason ${r.stop_reason}; the state directory got ${size} bytes: ${r.out.slice(-300)}`);
+      assert.ok(r.limits_hit?.includes('disk_mb'), `limits_hit ${JSON.stringify(r.limits_hit)}`);
+      assert.ok(size < 3000 * 2 ** 20, `dd wrote all ${size} bytes into the state directory`);
+    } finally {
+      await k.close();
+      fs.rmSync(state.dir, { recursive: true, force: true });
+    }
+  });
+
+// --allow-unsandboxed lets kiln.json run checks without a sandbox; a service there would be an
+// unauthenticated redis/postgres of the server's user on the host's own loopback, open to every
+// local user (redis CONFIG SET dir + SAVE writes any file the server's user can).
+test('services never run outside a sandbox: verify with isolation none and a service is refused, nothing listens on the host',
+  { skip: needs('redis', haveRedis) }, async () => {
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    const ws = workspaceWith({
+      sandbox: { isolation: 'none' },
+      services: { cache: { kind: 'redis', port } },
+      verify: [{ name: 'probe', services: ['cache'], run: 'sleep 5' }],
+    });
+    const k = await startKiln({ workspace: ws, args: ['--allow-unsandboxed'] });
+    try {
+      const pending = callTool(k, 'verify', {}, { timeout: 120000 });
+      let reached = false;
+      for (let i = 0; i < 30 && !reached; i++) {
+        reached = await new Promise((resolve) => {
+          const s = net.connect({ host: '127.0.0.1', port }, () => { s.destroy(); resolve(true); });
+          s.on('error', () => resolve(false));
+        });
+        if (!reached) await new Promise((r) => setTimeout(r, 200));
+      }
+      const r = await pending;
+      assert.equal(reached, false, `a host-side client reached the verify's redis on 127.0.0.1:${port}`);
+      const out = r.structuredContent ?? {};
+      assert.notEqual(out.status, 'pass', `verify passed with its service run unsandboxed: ${JSON.stringify(out).slice(0, 800)}`);
+      assert.match(JSON.stringify(out) + errorText(r), /strict sandbox/, 'the error says services need a strict sandbox');
+    } finally {
+      await k.close();
+    }
+  });
