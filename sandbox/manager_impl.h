@@ -173,7 +173,7 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   Result<std::shared_ptr<Run>> launch(const std::shared_ptr<Sandbox>& sb, ExecRequest req);
   // sandbox/disk_watch.cpp: the free-space reserve before a run, the disk budget during it (io thread).
   Result<void> check_disk_before(const SandboxPolicy& p) const;
-  void watch_disk(const std::shared_ptr<Run>& run, const std::string& workspace_root);
+  void watch_disk(const std::shared_ptr<Run>& run, const SandboxPolicy& policy);
   std::shared_ptr<Run> find_run(const std::string& id) const;
   std::shared_ptr<Sandbox> find_sandbox(const std::string& id) const;
   // The same, but only when it belongs to `owner`: what every call made for a client uses, so

@@ -277,7 +277,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       run->cpu_timer_tick = tick;
       (*tick)();
     }
-    watch_disk(run, sb->policy.workspace_root);
+    watch_disk(run, sb->policy);
     // stdin given as data: written from the loop, then closed (foreground) so the command sees EOF.
     if (run->req.stdin_data && !run->req.stdin_data->empty()) {
       int wfd;

@@ -123,6 +123,11 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
                                                                    sbx::SandboxPolicy& policy) {
   auto p = std::make_shared<Prepared>();
   p->request = request;
+  // Outside a sandbox a service would be an unauthenticated server on the host's own loopback,
+  // open to every local user, with its data folder taken as a host path. verify comes here with
+  // kiln.json's isolation, so this is the one place that refuses it.
+  if (policy.isolation != sbx::Isolation::strict)
+    return fail(Errc::invalid_argument, "services run only in strict sandboxes; drop isolation: none");
   if (!request.config)
     return fail(Errc::invalid_argument, "services need a kiln.json with a \"services\" section in the workspace root");
   const auto& declared = request.config->services;
