@@ -8,7 +8,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { callTool, errorText, exec, ok, startKiln, tempDir } from './lib.mjs';
+import { httpClient, startServe } from '../lib/mcp_http.mjs';
+import { callTool, errorText, exec, ok, rand, startKiln, tempDir, waitFor } from './lib.mjs';
 
 const installed = (check) => spawnSync('sh', ['-c', check]).status === 0;
 const havePostgres = installed('ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1');
@@ -86,3 +87,67 @@ test('services never run outside a sandbox: verify with isolation none and a ser
       await k.close();
     }
   });
+
+// Case 33 for services: two principals of one `kiln serve` share a workspace (workspaces are the
+// server's, not a principal's), but not each other's sandboxes.
+test('case 33: another principal cannot list or restart a sandbox\'s services, and a refused sandbox_create does not name it',
+  { skip: needs('postgres', havePostgres), timeout: 240000 }, async () => {
+    const dir = tempDir('kiln-sec-tokens-');
+    const alice = `alice-${rand()}${rand()}${rand()}`, bob = `bob-${rand()}${rand()}${rand()}`;
+    fs.writeFileSync(path.join(dir, 'tokens'), `${alice}\n${bob}\n`, { mode: 0o600 });
+    const ws = workspaceWith({ services: { db: { kind: 'postgres' } } });
+    const s = await startServe({ args: ['--token-file', path.join(dir, 'tokens')] });
+    const a = await httpClient(s.url, { headers: { authorization: `Bearer ${alice}` }, name: 'alice' });
+    const b = await httpClient(s.url, { headers: { authorization: `Bearer ${bob}` }, name: 'bob' });
+    try {
+      const call = (c, name, args) => c.client.callTool({ name, arguments: args }, undefined, { timeout: 180000 });
+      for (const c of [a, b]) ok(await call(c, 'workspace_open', { path: ws }), 'workspace_open');
+      const sb = ok(await call(a, 'sandbox_create', { services: ['db'] }), 'alice sandbox_create').sandbox_id;
+      const ghost = sb.replace(/[0-9a-f]/g, (c) => (c === '0' ? '1' : '0'));
+      for (const [tool, args] of [['service_list', { sandbox_id: sb }], ['service_restart', { sandbox_id: sb, name: 'db' }]]) {
+        const theirs = await call(b, tool, args);
+        const missing = await call(b, tool, { ...args, sandbox_id: ghost });
+        assert.ok(theirs.isError, `${tool} with alice's sandbox worked for bob: ${JSON.stringify(theirs).slice(0, 300)}`);
+        assert.equal(errorText(theirs).split(sb).join('ID'), errorText(missing).split(ghost).join('ID'), `${tool}: the refusal tells the ids apart`);
+      }
+      const refused = await call(b, 'sandbox_create', { services: ['db'] });
+      assert.ok(refused.isError, 'bob got a second postmaster on alice\'s running cluster');
+      assert.ok(!errorText(refused).includes(sb), `bob's refusal names alice's sandbox: ${errorText(refused)}`);
+      const listed = ok(await call(a, 'service_list', { sandbox_id: sb }), 'alice service_list');
+      assert.equal(listed.services[0].state, 'ready', 'bob\'s calls touched alice\'s database');
+      assert.equal(listed.services[0].restarts, 0);
+    } finally {
+      await a.close().catch(() => {});
+      await b.close().catch(() => {});
+      await s.stop().catch(() => {});
+    }
+  });
+
+// A verify waits (up to ready_timeout_s, at most an hour) while another verify of the workspace
+// uses the template cluster; a cancelled verify must stop waiting, not hold its call and trace.
+test('a verify waiting for another verify\'s template ends when it is cancelled', { skip: needs('postgres', havePostgres) }, async () => {
+  const ws = workspaceWith({
+    services: { db: { kind: 'postgres', ready_timeout_s: 3600 } },
+    verify: [{ name: 'hold', services: ['db'], run: 'touch holding; sleep 60' }],
+  });
+  const k = await startKiln({ workspace: ws });
+  try {
+    let firstDone = false;
+    const first = callTool(k, 'verify', {}, { timeout: 180000 }).finally(() => { firstDone = true; });
+    const verifies = async () => ok(await callTool(k, 'trace_list', { kind: 'verify' }), 'trace_list').traces;
+    const running = (list) => list.filter((t) => t.status === 'running');
+    // The first verify holds the template once its check runs.
+    assert.ok(await waitFor(() => fs.existsSync(path.join(ws, 'holding')), 60000), 'the first verify\'s check never ran');
+    const ac = new AbortController();
+    const second = callTool(k, 'verify', {}, { timeout: 180000, signal: ac.signal }).catch((e) => e);
+    assert.ok(await waitFor(async () => running(await verifies()).length === 2, 20000), 'the second verify did not start');
+    ac.abort();
+    await second;
+    const ended = await waitFor(async () => running(await verifies()).length === 1, 20000);
+    assert.ok(ended, `the cancelled verify still waits for the template: ${JSON.stringify(running(await verifies()))}`);
+    assert.equal(firstDone, false, 'control: the first verify, which holds the template, still runs');
+    await first;
+  } finally {
+    await k.close();
+  }
+});
