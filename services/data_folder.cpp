@@ -31,7 +31,8 @@ Result<void> make_dir(const std::string& p) {
 }  // namespace
 
 Result<DataFolder> open_data_folder(const std::string& state_dir, const std::string& workspace_id,
-                                    const std::string& service, DataUse use, const std::string& target, int wait_ms) {
+                                    const std::string& service, DataUse use, const std::string& target, int wait_ms,
+                                    std::stop_token stop) {
   const std::string base = state_dir + "/services";
   const std::string ws = base + "/" + workspace_id;
   const std::string svc = ws + "/" + service;
@@ -46,6 +47,8 @@ Result<DataFolder> open_data_folder(const std::string& state_dir, const std::str
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (::flock(out.lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) return fail(Errc::io, fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno)));
+    if (stop.stop_requested())
+      return fail(Errc::cancelled, fmt::format("cancelled while waiting for service {}'s data", service));
     if (std::chrono::steady_clock::now() >= deadline)
       return fail(Errc::conflict, fmt::format("service {} of this workspace already runs on its {} data in another "
                                               "sandbox",

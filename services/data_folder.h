@@ -3,6 +3,7 @@
 // corrupt it, and in separate pid namespaces postgres's own postmaster.pid check cannot tell.
 #pragma once
 
+#include <stop_token>
 #include <string>
 
 #include "core/error.h"
@@ -23,8 +24,9 @@ struct DataFolder {
 };
 
 // Creates the folder (0700) and takes its lock. `wait_ms` > 0 waits that long for another holder
-// (a verify run behind another); otherwise a held lock is a conflict error.
+// (a verify run behind another), or until `stop`; otherwise a held lock is a conflict error.
 Result<DataFolder> open_data_folder(const std::string& state_dir, const std::string& workspace_id,
-                                    const std::string& service, DataUse use, const std::string& target, int wait_ms);
+                                    const std::string& service, DataUse use, const std::string& target, int wait_ms,
+                                    std::stop_token stop = {});
 
 }  // namespace kiln::services

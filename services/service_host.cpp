@@ -120,7 +120,7 @@ ServiceHost::ServiceHost(sbx::SandboxManager& sandboxes, server::RunTracer* trac
 ServiceHost::~ServiceHost() = default;
 
 Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const ServiceRequest& request,
-                                                                   sbx::SandboxPolicy& policy) {
+                                                                   sbx::SandboxPolicy& policy, std::stop_token stop) {
   auto p = std::make_shared<Prepared>();
   p->request = request;
   // Outside a sandbox a service would be an unauthenticated server on the host's own loopback,
@@ -164,8 +164,9 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
       // A verify run waits for another one on the same template; a second development sandbox
       // would be a second postmaster on the same cluster, so it is refused at once.
       auto data = open_data_folder(state_dir_, request.workspace_id, s.name, request.use, data_target(s.name),
-                                   verify ? int(s.ready_timeout_s * 1000) : 0);
+                                   verify ? int(s.ready_timeout_s * 1000) : 0, stop);
       if (!data) {
+        if (data.error().code == Errc::cancelled) return std::unexpected(data.error());
         if (data.error().code != Errc::conflict)
           return fail(data.error().code, fmt::format("service {}: {}", s.name, data.error().message));
         std::string holder;

@@ -62,7 +62,9 @@ class ServiceHost {
 
   // Checks the names and the host's binaries, locks the data folders, and adds to `policy` what
   // the services need: hosts_services, their data binds, and the connection variables.
-  Result<std::shared_ptr<Prepared>> prepare(const ServiceRequest& request, sandbox::SandboxPolicy& policy);
+  // A verify waits there for another verify's template until `stop`.
+  Result<std::shared_ptr<Prepared>> prepare(const ServiceRequest& request, sandbox::SandboxPolicy& policy,
+                                            std::stop_token stop);
 
   // Starts the prepared services in the new sandbox and waits until each is ready. An error names
   // the service and quotes its last log lines; the caller then destroys the sandbox.

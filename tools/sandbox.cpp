@@ -132,7 +132,7 @@ Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, serv
     sr.workspace_root = (*ws)->root->path();
     sr.owner = ctx.session->principal();
     sr.client = client_json(ctx);
-    auto p = services->prepare(sr, *policy);
+    auto p = services->prepare(sr, *policy, ctx.stop);
     if (!p) return std::unexpected(p.error());
     prepared = std::move(*p);
   }

@@ -169,7 +169,7 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
       sr.owner = request.principal;
       sr.client = request.client;
       sr.parent_trace = verify_id;
-      auto p = request.services->prepare(sr, *policy);
+      auto p = request.services->prepare(sr, *policy, request.stop);
       if (!p) sandbox_error = p.error().message;
       else prepared = std::move(*p);
     }
