@@ -151,3 +151,43 @@ test('a verify waiting for another verify\'s template ends when it is cancelled'
     await k.close();
   }
 });
+
+// The services' own trust: postgres runs with trust authentication and redis with no password,
+// because only the sandbox's own loopback can reach them. network "host" would put them on the
+// host's loopback, where any local user is a superuser (COPY ... TO PROGRAM runs code inside).
+const reachable = async (port) => {
+  for (let i = 0; i < 50; i++) {
+    const hit = await new Promise((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port }, () => { s.destroy(); resolve(true); });
+      s.on('error', () => resolve(false));
+    });
+    if (hit) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+};
+
+test('case 15 for services: network "host" never puts a service on the host\'s loopback (sandbox_create and verify)', async () => {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const ws = workspaceWith({
+    services: { api: { run: `exec python3 -m http.server ${port} --bind 127.0.0.1`, port } },
+    verify: [{ name: 'probe', services: ['api'], run: 'sleep 3' }],
+  });
+  const k = await startKiln({ workspace: ws });
+  try {
+    const made = await callTool(k, 'sandbox_create', { services: ['api'], network: 'host' });
+    assert.equal(await reachable(port), false, `sandbox_create's service listens on the host's 127.0.0.1:${port}`);
+    if (!made.isError) await callTool(k, 'sandbox_destroy', { sandbox_id: made.structuredContent.sandbox_id });
+    fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify({
+      sandbox: { network: 'host' },
+      services: { api: { run: `exec python3 -m http.server ${port} --bind 127.0.0.1`, port } },
+      verify: [{ name: 'probe', services: ['api'], run: 'sleep 3' }],
+    }));
+    const pending = callTool(k, 'verify', {}, { timeout: 120000 });
+    const hit = await reachable(port);
+    await pending;
+    assert.equal(hit, false, `verify's service listens on the host's 127.0.0.1:${port}`);
+  } finally {
+    await k.close();
+  }
+});
