@@ -128,6 +128,11 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
   // kiln.json's isolation, so this is the one place that refuses it.
   if (policy.isolation != sbx::Isolation::strict)
     return fail(Errc::invalid_argument, "services run only in strict sandboxes; drop isolation: none");
+  // postgres trusts and redis asks no password because only the sandbox's own loopback reaches
+  // them; on the host's network every local user would be their superuser.
+  if (policy.network == sbx::Network::host)
+    return fail(Errc::invalid_argument, "services listen on the sandbox's own loopback, so they cannot run with "
+                                        "network \"host\"; use network \"none\" or \"loopback\"");
   if (!request.config)
     return fail(Errc::invalid_argument, "services need a kiln.json with a \"services\" section in the workspace root");
   const auto& declared = request.config->services;
