@@ -64,7 +64,7 @@ class ServiceHost {
   // the services need: hosts_services, their data binds, and the connection variables.
   // A verify waits there for another verify's template until `stop`.
   Result<std::shared_ptr<Prepared>> prepare(const ServiceRequest& request, sandbox::SandboxPolicy& policy,
-                                            std::stop_token stop);
+                                            std::stop_token stop = {});
 
   // Starts the prepared services in the new sandbox and waits until each is ready. An error names
   // the service and quotes its last log lines; the caller then destroys the sandbox.
