@@ -7,8 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -64,6 +67,46 @@ Result<DataFolder> open_data_folder(const std::string& state_dir, const std::str
   out.path = dir;
   out.bind = sandbox::DataBind{dir, target, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
   return out;
+}
+
+namespace {
+
+// A process (not this one) whose cwd is the folder dev/ino, or 0.
+pid_t process_working_in(dev_t dev, ino_t ino) {
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return 0;
+  pid_t found = 0;
+  while (dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == ::getpid()) continue;
+    struct stat st {};
+    std::string cwd = std::string("/proc/") + e->d_name + "/cwd";
+    if (::stat(cwd.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino) {
+      found = pid_t(pid);
+      break;
+    }
+  }
+  ::closedir(proc);
+  return found;
+}
+
+}  // namespace
+
+Result<void> wait_until_unused(const std::string& dir, int wait_ms) {
+  UniqueFd fd(open_dir_no_symlinks(dir.c_str()));
+  if (!fd) return {};
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return {};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (pid_t pid = process_working_in(st.st_dev, st.st_ino)) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return fail(Errc::conflict, fmt::format("process {} still works in {}: a server of an earlier sandbox is still "
+                                              "shutting down; try again in a moment",
+                                              pid, dir));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return {};
 }
 
 }  // namespace kiln::services

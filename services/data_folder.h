@@ -29,4 +29,10 @@ Result<DataFolder> open_data_folder(const std::string& state_dir, const std::str
                                     const std::string& service, DataUse use, const std::string& target, int wait_ms,
                                     std::stop_token stop = {});
 
+// Waits (up to `wait_ms`) until no process on the host has its working directory in `dir`: every
+// postgres process works in its data directory, so this sees a postmaster of a sandbox that is
+// still being torn down (after a kill -9 of the server that held the lock) in any namespace. A
+// missing `dir` is unused.
+Result<void> wait_until_unused(const std::string& dir, int wait_ms);
+
 }  // namespace kiln::services

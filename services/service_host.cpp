@@ -196,6 +196,10 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
                                                 "sandbox_destroy it first",
                                                 s.name, holder, holder));
       }
+      // The lock was free, but a postmaster of a sandbox whose server was just killed may still be
+      // on its way out (its pid namespace is torn down after the lock went): wait for it.
+      if (auto unused = wait_until_unused(data->path + "/pgdata", 5000); !unused)
+        return fail(unused.error().code, fmt::format("service {}: {}", s.name, unused.error().message));
       e.data = std::move(*data);
       policy.data_binds.push_back(e.data->bind);
       e.database = verify ? "verify_" + random_suffix() : kDevDatabase;
@@ -283,6 +287,7 @@ Result<void> ServiceHost::launch(Hosted& h, std::size_t i, std::stop_token stop)
   req.display_command = e.recipe.display;
   req.cwd = e.config.cwd.empty() ? h.request.workspace_root : h.request.workspace_root + "/" + e.config.cwd;
   req.background = true;
+  req.keep_running_past_output_cap = true;  // a chatty server is not killed for its logs
   req.env = e.config.env;
   // Tracked through the Hosted record, which outlives neither the sandbox nor this host's state.
   std::weak_ptr<Hosted> weak;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 
 #include <fmt/format.h>
@@ -344,6 +345,18 @@ Result<KilnConfig> to_config(json doc) {
       out.services.push_back(std::move(*svc));
     }
     if (auto ok = assign_ports(out.services); !ok) return std::unexpected(ok.error());
+    // KILN_SERVICE_<NAME>_URL upper-cases the name and writes '-' as '_': two names must not meet there.
+    std::map<std::string, std::string> env_names;
+    for (const auto& svc : out.services) {
+      std::string upper;
+      for (char c : svc.name) upper += c == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
+      auto [it, fresh] = env_names.emplace(upper, svc.name);
+      if (!fresh)
+        return std::unexpected(config_error("/services/" + protocol::json_pointer_segment(svc.name),
+                                            fmt::format("service names {} and {} both become KILN_SERVICE_{}_URL; "
+                                                        "rename one",
+                                                        as_json(it->second), as_json(svc.name), upper)));
+    }
   }
   for (std::size_t i = 0; i < out.checks.size(); ++i)
     for (std::size_t k = 0; k < out.checks[i].services.size(); ++k) {

@@ -2,7 +2,9 @@
 // go on close, and never reached through a symlink planted on the way.
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -57,4 +59,31 @@ TEST_CASE("a symlink planted where the folder goes is not followed") {
   auto a = open_data_folder(state.path, "ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0);
   REQUIRE_FALSE(a);
   CHECK(a.error().message.find("without following links") != std::string::npos);
+}
+
+TEST_CASE("a folder some process works in is in use until it leaves") {
+  kiln::test::TempDir dir("kiln-svc-data-test");
+  CHECK(wait_until_unused(dir.path + "/missing", 0));  // nothing there: unused
+  CHECK(wait_until_unused(dir.path, 0));
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::chdir(dir.path.c_str()) != 0) ::_exit(1);
+    ::sleep(30);
+    ::_exit(0);
+  }
+  // Until the child has changed folder, it may not be seen yet.
+  bool seen = false;
+  for (int i = 0; i < 100 && !seen; ++i) {
+    seen = !wait_until_unused(dir.path, 0).has_value();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(seen);
+  auto busy = wait_until_unused(dir.path, 100);
+  REQUIRE_FALSE(busy);
+  CHECK(busy.error().message.find("still works in") != std::string::npos);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(wait_until_unused(dir.path, 1000));
 }

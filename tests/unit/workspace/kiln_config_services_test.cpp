@@ -68,6 +68,8 @@ TEST_CASE("service rules the schema cannot say name the path") {
   CHECK(has(error_of(R"({"services": {"api": {"run": "x", "port": 1, "ready": "health"}}})"), "/services/api/ready"));
   CHECK(has(error_of(R"({"services": {"db": {"kind": "mysql"}}})"), "/services/db/kind"));
   CHECK(has(error_of(R"({"services": {"db": {"kind": "postgres", "prot": 1}}})"), "/services/db"));
+  CHECK(has(error_of(R"({"services": {"a-b": {"kind": "redis"}, "a_b": {"kind": "redis"}}})"),
+            "both become KILN_SERVICE_A_B_URL"));
 }
 
 TEST_CASE("a check's services must be declared, and are kept on the check") {
