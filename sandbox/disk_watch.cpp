@@ -41,7 +41,7 @@ void SandboxManager::Impl::watch_disk(const std::shared_ptr<Run>& run, const San
     watched.push_back({p, *free0, budget.reserve_bytes_for(p), same_filesystem(p, opt.state_dir)});
   }
   if (watched.empty()) return;
-  const std::uint64_t budget_bytes = run->limits.disk_mb.value_or(0) << 20;
+  const std::uint64_t budget_bytes = run->req.long_lived ? 0 : run->limits.disk_mb.value_or(0) << 20;
   run->disk_timer = std::make_unique<asio::steady_timer>(io);
   auto self = shared_from_this();
   auto tick = std::make_shared<std::function<void()>>();

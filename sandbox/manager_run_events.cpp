@@ -91,7 +91,7 @@ void SandboxManager::Impl::on_output(const std::shared_ptr<Run>& run, bool is_er
       run->cv.notify_all();
     }
   }
-  if (dropped && !run->req.keep_running_past_output_cap) terminate(run, StopReason::output_limit);
+  if (dropped && !run->req.long_lived) terminate(run, StopReason::output_limit);
 }
 
 void SandboxManager::Impl::terminate(const std::shared_ptr<Run>& run, StopReason why, int sig) {

@@ -100,9 +100,11 @@ struct ExecRequest {
   // Called once with the final result, before a foreground caller is woken (so a trace written
   // here is complete when the tool answers). Runs on the sandbox's event loop; keep it short.
   std::function<void(const ExecResult&)> on_finished;
-  // Long-lived runs (services): output past output_bytes is counted as dropped instead of killing
-  // the tree, so a chatty server keeps serving (its first output_bytes stay readable).
-  bool keep_running_past_output_cap = false;
+  // A long-lived server (a service): output past output_bytes is counted as dropped instead of
+  // killing the tree, so a chatty server keeps serving (its first output_bytes stay readable); and
+  // disk_mb, a budget of one command measured as the filesystem's free space since it started, does
+  // not apply (over hours it would count every other writer); the free-space reserve still does.
+  bool long_lived = false;
   // Fresh sandboxes only: called with the clean-up report once the sandbox is gone.
   std::function<void(const CleanupReport&)> on_sandbox_cleanup;
 };

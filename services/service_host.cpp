@@ -287,7 +287,7 @@ Result<void> ServiceHost::launch(Hosted& h, std::size_t i, std::stop_token stop)
   req.display_command = e.recipe.display;
   req.cwd = e.config.cwd.empty() ? h.request.workspace_root : h.request.workspace_root + "/" + e.config.cwd;
   req.background = true;
-  req.keep_running_past_output_cap = true;  // a chatty server is not killed for its logs
+  req.long_lived = true;  // not killed for its logs, nor for others' writes to its disk over hours
   req.env = e.config.env;
   // Tracked through the Hosted record, which outlives neither the sandbox nor this host's state.
   std::weak_ptr<Hosted> weak;

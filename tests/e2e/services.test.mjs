@@ -371,3 +371,16 @@ serverTest("a project's server whose ready path needs the database is waited for
   const sb = await k.ok('sandbox_create', { services: true });
   assert.deepEqual(sb.services.map((s) => [s.name, s.state]).sort(), [['api', 'ready'], ['db', 'ready']]);
 });
+
+sandboxTest('a chatty service is not killed at output_bytes: the rest of its output is dropped and counted', async (t) => {
+  const run = "head -c 300000 /dev/zero | tr '\\0' x; exec python3 -m http.server 3300 --bind 127.0.0.1";
+  const k = await startKiln(t, { files: { 'kiln.json': { services: { chatty: { run, port: 3300 } } } } });
+  const sb = await k.ok('sandbox_create', { services: ['chatty'], limits: { output_bytes: 100000 } });
+  assert.equal(sb.services[0].state, 'ready');
+  await sleep(300);
+  const listed = await k.ok('service_list', { sandbox_id: sb.sandbox_id });
+  assert.equal(listed.services[0].state, 'ready', JSON.stringify(listed.services[0]));
+  const page = await k.ok('process_output', { run_id: listed.services[0].run_id, stream: 'stdout', offset: 0, limit: 1000 });
+  assert.equal(page.total_bytes, 100000, 'the first output_bytes are kept');
+  assert.equal(page.running, true);
+});

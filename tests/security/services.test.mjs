@@ -128,7 +128,8 @@ test('case 33: another principal cannot list or restart a sandbox\'s services, a
 test('a verify waiting for another verify\'s template ends when it is cancelled', { skip: needs('postgres', havePostgres) }, async () => {
   const ws = workspaceWith({
     services: { db: { kind: 'postgres', ready_timeout_s: 3600 } },
-    verify: [{ name: 'hold', services: ['db'], run: 'touch holding; sleep 60' }],
+    // Holds the template until the test lets it go (a `release` file), at most a minute.
+    verify: [{ name: 'hold', services: ['db'], run: 'touch holding; i=0; while [ ! -e release ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done' }],
   });
   const k = await startKiln({ workspace: ws });
   try {
@@ -146,6 +147,7 @@ test('a verify waiting for another verify\'s template ends when it is cancelled'
     const ended = await waitFor(async () => running(await verifies()).length === 1, 20000);
     assert.ok(ended, `the cancelled verify still waits for the template: ${JSON.stringify(running(await verifies()))}`);
     assert.equal(firstDone, false, 'control: the first verify, which holds the template, still runs');
+    fs.writeFileSync(path.join(ws, 'release'), '');
     await first;
   } finally {
     await k.close();
