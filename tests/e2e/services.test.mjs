@@ -35,11 +35,11 @@ function makeWs(files = {}) {
 
 // `kiln mcp --workspace ws --state-dir state`; `state` may be shared between servers (the data
 // of a workspace's services lives there). Both folders go when the test ends, unless kept.
-async function startKiln(t, { files = {}, ws, state, env = {}, keep = false } = {}) {
+async function startKiln(t, { files = {}, ws, state, env = {}, keep = false, args = [] } = {}) {
   ws ??= makeWs(files);
   state ??= freshDir('kiln-svc-state-');
   const transport = new StdioClientTransport({
-    command: kilnBin(), args: ['mcp', '--workspace', ws, '--state-dir', state], env: kilnEnv(state, env), stderr: 'pipe',
+    command: kilnBin(), args: ['mcp', '--workspace', ws, '--state-dir', state, ...args], env: kilnEnv(state, env), stderr: 'pipe',
   });
   let stderr = '';
   transport.stderr?.on('data', (c) => { stderr += c.toString(); });
@@ -383,4 +383,25 @@ sandboxTest('a chatty service is not killed at output_bytes: the rest of its out
   const page = await k.ok('process_output', { run_id: listed.services[0].run_id, stream: 'stdout', offset: 0, limit: 1000 });
   assert.equal(page.total_bytes, 100000, 'the first output_bytes are kept');
   assert.equal(page.running, true);
+});
+
+serverTest('idle reaping takes the services with the sandbox and lets their data go', ['postgres'], async (t) => {
+  // A sandbox whose only activity is its services is reaped after twice the idle time.
+  const state = freshDir('kiln-svc-state-');
+  const ws = makeWs({ 'kiln.json': PG });
+  const k = await startKiln(t, { ws, state, args: ['--sandbox-idle-s', '1'] });
+  const sb = await k.ok('sandbox_create', { services: ['db'] });
+  const pid = (await k.ok('service_list', { sandbox_id: sb.sandbox_id })).services[0].pid;
+  assert.ok(pid > 0);
+  let live = true;
+  for (let i = 0; i < 100 && live; i++) {
+    await sleep(200);
+    live = (await k.ok('sandbox_list', {})).sandboxes.some((s) => s.sandbox_id === sb.sandbox_id);
+  }
+  assert.equal(live, false, 'the idle sandbox was not reaped');
+  const list = await k.call('service_list', { sandbox_id: sb.sandbox_id });
+  assert.equal(list.isError, true);
+  // Its cluster is free again: a new sandbox gets the development database.
+  const again = await k.ok('sandbox_create', { services: ['db'] });
+  assert.equal(again.services[0].state, 'ready');
 });

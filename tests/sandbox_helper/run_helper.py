@@ -51,8 +51,12 @@ class Helper:
         os.close(spec_r)
         os.close(st_w)
         theirs.close()
-        os.write(spec_w, json.dumps(self.spec).encode())
-        os.close(spec_w)
+        try:
+            os.write(spec_w, json.dumps(self.spec).encode())
+        except BrokenPipeError:
+            pass  # it exited before reading its spec: its status lines and exit code say why
+        finally:
+            os.close(spec_w)
         with os.fdopen(st_r, "rb") as f:
             data = f.read()
         self.status = [json.loads(l) for l in data.decode().splitlines() if l.strip()]
