@@ -33,11 +33,15 @@ constexpr const char* kPolicyArgs[] = {"network", "limits", "secrets", "isolatio
 
 // `env` of sandbox_create belongs to the sandbox (every exec in it sees it); sandbox_exec's `env`
 // is per exec (ExecRequest::env), also in a session sandbox, so it is not a policy argument there.
+// `loaded`, when given, receives the kiln.json read here (sandbox_create needs its services too).
 Result<sbx::SandboxPolicy> policy_for(CallContext& ctx, sbx::SandboxManager& m, const OpenWorkspace& ws,
-                                      const json& args, std::string* config_error, bool with_env = false) {
+                                      const json& args, std::string* config_error, bool with_env = false,
+                                      LoadedConfig* loaded = nullptr) {
   const std::string root = ws.root->path();
   if (auto ok = sbx::check_workspace_root(root, ctx.session->store().dir()); !ok) return std::unexpected(ok.error());
-  LoadedConfig cfg = load_config(*ws.root);
+  LoadedConfig local;
+  LoadedConfig& cfg = loaded ? *loaded : local;
+  cfg = load_config(*ws.root);
   if (config_error && !cfg.error.empty()) *config_error = cfg.error;
   sbx::PolicyInput in;
   in.config_sandbox = cfg.config.value("sandbox", json::object());
@@ -114,9 +118,9 @@ Result<ToolOutput> sandbox_create(CallContext& ctx, sbx::SandboxManager& m, serv
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   std::string config_error;
-  auto policy = policy_for(ctx, m, **ws, args, &config_error, /*with_env=*/true);
+  LoadedConfig cfg;
+  auto policy = policy_for(ctx, m, **ws, args, &config_error, /*with_env=*/true, &cfg);
   if (!policy) return std::unexpected(policy.error());
-  LoadedConfig cfg = load_config(*(*ws)->root);
   auto names = wanted_services(args, cfg);
   if (!names) return std::unexpected(names.error());
   std::shared_ptr<services::ServiceHost::Prepared> prepared;
