@@ -73,12 +73,6 @@ exit 3
 
 std::string data_target(const std::string& service) { return "/var/lib/kiln/services/" + service; }
 
-std::string env_name(const std::string& service) {
-  std::string out;
-  for (char c : service) out += c == '-' ? '_' : (c >= 'a' && c <= 'z') ? char(c - 'a' + 'A') : c;
-  return out;
-}
-
 std::string postgres_url(const ServiceConfig& s, const std::string& database) {
   return fmt::format("postgres://postgres@127.0.0.1:{}/{}", s.port, database);
 }

@@ -45,7 +45,7 @@ std::map<std::string, std::string> connection_env(const std::vector<const server
 
 std::string postgres_url(const server::ServiceConfig& s, const std::string& database);
 
-// The env var suffix of a service name: upper case, '-' as '_'.
-std::string env_name(const std::string& service);
+// The env var form of a service name (kiln_config's one rule).
+inline std::string env_name(const std::string& service) { return server::service_env_name(service); }
 
 }  // namespace kiln::services

@@ -348,8 +348,7 @@ Result<KilnConfig> to_config(json doc) {
     // KILN_SERVICE_<NAME>_URL upper-cases the name and writes '-' as '_': two names must not meet there.
     std::map<std::string, std::string> env_names;
     for (const auto& svc : out.services) {
-      std::string upper;
-      for (char c : svc.name) upper += c == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
+      const std::string upper = service_env_name(svc.name);
       auto [it, fresh] = env_names.emplace(upper, svc.name);
       if (!fresh)
         return std::unexpected(config_error("/services/" + protocol::json_pointer_segment(svc.name),
@@ -389,6 +388,12 @@ Result<KilnConfig> to_config(json doc) {
 }
 
 }  // namespace
+
+std::string service_env_name(const std::string& service) {
+  std::string out;
+  for (char c : service) out += c == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
 
 const char* to_string(ServiceKind k) {
   switch (k) {

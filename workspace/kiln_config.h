@@ -40,6 +40,10 @@ struct CheckConfig {
 enum class ServiceKind { postgres, redis, command };
 const char* to_string(ServiceKind k);
 
+// A service name as it appears in environment variables (KILN_SERVICE_<NAME>_URL): upper case,
+// '-' as '_'. kiln.json refuses two names that meet here.
+std::string service_env_name(const std::string& service);
+
 // One entry of kiln.json "services" (TOOLS.md, services inside the sandbox).
 struct ServiceConfig {
   std::string name;  // [a-z][a-z0-9_-]{0,31}

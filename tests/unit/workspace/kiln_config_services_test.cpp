@@ -4,17 +4,14 @@
 
 #include "workspace/kiln_config.h"
 
+#include "kiln_config_errors.h"
+
 using kiln::server::parse_kiln_config;
 using kiln::server::ServiceKind;
 
 namespace {
 
-std::string error_of(std::string_view text) {
-  auto r = parse_kiln_config(text);
-  if (r) return "(valid)";
-  CHECK(r.error().code == kiln::Errc::invalid_argument);
-  return r.error().message;
-}
+std::string error_of(std::string_view text) { return kiln::test::config_error_of(text); }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

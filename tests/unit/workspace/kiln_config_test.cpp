@@ -10,6 +10,8 @@
 
 #include "protocol/json_schema.h"
 #include "workspace/kiln_config.h"
+
+#include "kiln_config_errors.h"
 #include "workspace/root.h"
 
 using nlohmann::json;
@@ -17,12 +19,7 @@ using kiln::server::parse_kiln_config;
 
 namespace {
 
-std::string error_of(std::string_view text) {
-  auto r = parse_kiln_config(text);
-  if (r) return "(valid)";
-  CHECK(r.error().code == kiln::Errc::invalid_argument);
-  return r.error().message;
-}
+std::string error_of(std::string_view text) { return kiln::test::config_error_of(text); }
 
 // Every property an editor can complete must carry a title and a description.
 void require_documented(const json& schema, const std::string& where) {
