@@ -296,6 +296,41 @@ Result<ServiceConfig> to_service(const std::string& name, const json& j, const s
   return s;
 }
 
+Result<AppConfig> to_app(const json& j, const std::string& where) {
+  AppConfig a;
+  if (auto ok = to_command(j.at("run"), where + "/run", a.argv, a.display); !ok) return std::unexpected(ok.error());
+  if (j.contains("services")) a.services = j.at("services").get<std::vector<std::string>>();
+  a.idle_s = j.value("idle_s", 300);
+  a.ready_path = j.value("ready", "");
+  a.start_timeout_s = j.value("start_timeout_s", 30.0);
+  if (j.contains("env")) {
+    auto env = env_map(j.at("env"), where + "/env");
+    if (!env) return std::unexpected(env.error());
+    a.env = std::move(*env);
+  }
+  if (j.contains("limits")) a.limits = j.at("limits");
+  a.max_connections = j.value("max_connections", 256);
+  a.request_timeout_s = j.value("request_timeout_s", 60.0);
+  std::map<std::string, std::size_t> seen;
+  if (j.contains("schedules")) {
+    const json& list = j.at("schedules");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string at = fmt::format("{}/schedules/{}", where, i);
+      ScheduleConfig s;
+      s.name = list[i].at("name").get<std::string>();
+      s.cron = list[i].at("cron").get<std::string>();
+      s.timeout_s = list[i].value("timeout_s", 600.0);
+      if (auto ok = to_command(list[i].at("run"), at + "/run", s.argv, s.display); !ok) return std::unexpected(ok.error());
+      auto [it, fresh] = seen.emplace(s.name, i);
+      if (!fresh)
+        return std::unexpected(config_error(at + "/name", fmt::format("schedule name {} is already used by {}/schedules/{}",
+                                                                      as_json(s.name), where, it->second)));
+      a.schedules.push_back(std::move(s));
+    }
+  }
+  return a;
+}
+
 // Defaults ports (postgres 5432 up, redis 6379 up) and refuses two services on one port: they
 // share the sandbox's loopback.
 Result<void> assign_ports(std::vector<ServiceConfig>& services) {
@@ -383,11 +418,66 @@ Result<KilnConfig> to_config(json doc) {
       }
     }
   }
+  if (doc.contains("app")) {
+    auto app = to_app(doc.at("app"), "/app");
+    if (!app) return std::unexpected(app.error());
+    for (std::size_t k = 0; k < app->services.size(); ++k) {
+      const std::string& want = app->services[k];
+      bool declared = std::any_of(out.services.begin(), out.services.end(), [&](auto& s) { return s.name == want; });
+      if (!declared)
+        return std::unexpected(config_error(fmt::format("/app/services/{}", k),
+                                            fmt::format("no service named {} in \"services\"; declare it there first",
+                                                        as_json(want))));
+    }
+    out.app = std::move(*app);
+  }
   out.raw = std::move(doc);
   return out;
 }
 
 }  // namespace
+
+json to_json(const AppConfig& a) {
+  json schedules = json::array();
+  for (const auto& s : a.schedules)
+    schedules.push_back({{"name", s.name}, {"cron", s.cron}, {"argv", s.argv}, {"display", s.display},
+                         {"timeout_s", s.timeout_s}});
+  return json{{"argv", a.argv},
+              {"display", a.display},
+              {"services", a.services},
+              {"idle_s", a.idle_s},
+              {"ready", a.ready_path},
+              {"start_timeout_s", a.start_timeout_s},
+              {"env", a.env},
+              {"limits", a.limits},
+              {"max_connections", a.max_connections},
+              {"request_timeout_s", a.request_timeout_s},
+              {"schedules", std::move(schedules)}};
+}
+
+Result<AppConfig> app_config_from_json(const json& j) {
+  try {
+    AppConfig a;
+    a.argv = j.at("argv").get<std::vector<std::string>>();
+    a.display = j.value("display", "");
+    a.services = j.value("services", std::vector<std::string>{});
+    a.idle_s = j.value("idle_s", 300);
+    a.ready_path = j.value("ready", "");
+    a.start_timeout_s = j.value("start_timeout_s", 30.0);
+    a.env = j.value("env", std::map<std::string, std::string>{});
+    a.limits = j.value("limits", json::object());
+    a.max_connections = j.value("max_connections", 256);
+    a.request_timeout_s = j.value("request_timeout_s", 60.0);
+    for (const auto& s : j.value("schedules", json::array()))
+      a.schedules.push_back({s.at("name").get<std::string>(), s.at("cron").get<std::string>(),
+                             s.at("argv").get<std::vector<std::string>>(), s.value("display", ""),
+                             s.value("timeout_s", 600.0)});
+    if (a.argv.empty()) return fail(Errc::invalid_argument, "stored app config has no command");
+    return a;
+  } catch (const json::exception& e) {
+    return fail(Errc::invalid_argument, fmt::format("stored app config is malformed: {}", e.what()));
+  }
+}
 
 std::string service_env_name(const std::string& service) {
   std::string out;

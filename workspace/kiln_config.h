@@ -67,12 +67,40 @@ struct PublishConfig {
   std::string share;  // "", "public", "password" or "invite"
 };
 
+// One entry of kiln.json "app" "schedules".
+struct ScheduleConfig {
+  std::string name;  // [a-z][a-z0-9_-]{0,31}
+  std::string cron;  // as written; serve/cron.h parses it
+  std::vector<std::string> argv;
+  std::string display;
+  double timeout_s = 600;
+};
+
+// kiln.json "app" (TOOLS.md, apps): what `publish {app: true}` runs and keeps running.
+struct AppConfig {
+  std::vector<std::string> argv;  // the web server
+  std::string display;
+  std::vector<std::string> services;  // names from KilnConfig::services
+  int idle_s = 300;                   // 0: always on
+  std::string ready_path;             // empty: the port accepting connections
+  double start_timeout_s = 30;
+  std::map<std::string, std::string> env;
+  nlohmann::json limits = nlohmann::json::object();  // sandbox limits (make_policy owns their meaning)
+  int max_connections = 256;
+  double request_timeout_s = 60;
+  std::vector<ScheduleConfig> schedules;
+};
+nlohmann::json to_json(const AppConfig& a);
+// The inverse, for a config stored with a published version (already validated when it was made).
+Result<AppConfig> app_config_from_json(const nlohmann::json& j);
+
 struct KilnConfig {
   std::vector<CheckConfig> checks;
   std::vector<ServiceConfig> services;  // in name order
   // Kept as JSON: sandbox::make_policy merges it with call arguments and owns its meaning.
   nlohmann::json sandbox = nlohmann::json::object();
   PublishConfig publish;
+  std::optional<AppConfig> app;
   nlohmann::json raw = nlohmann::json::object();  // the whole document as parsed
   std::string source = "kiln.json";
 };
