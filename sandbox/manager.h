@@ -72,7 +72,8 @@ class SandboxManager {
   // A TCP connection to 127.0.0.1:`port` inside the sandbox's own network namespace (an app or
   // service listening there), opened by the sandbox's pid 1 and handed over. The socket is
   // non-blocking and connected or still connecting: wait for writability and read SO_ERROR (a
-  // port nobody listens on usually fails here already, but may show as ECONNREFUSED there).
+  // port nobody listens on shows as ECONNREFUSED there; the non-blocking connect does not wait
+  // for the refusal). Errors: not_found for an unknown, another owner's or a gone sandbox.
   // Thread-safe; `timeout` bounds the wait for the helper's answer. Isolation none: a plain
   // connect to the host's loopback.
   Result<UniqueFd> connect(const std::string& owner, const std::string& sandbox_id, int port,
