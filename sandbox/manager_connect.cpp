@@ -77,17 +77,19 @@ void SandboxManager::Impl::fail_connects(const std::shared_ptr<Sandbox>& sb) {
 Result<UniqueFd> SandboxManager::connect(const std::string& owner, const std::string& sandbox_id, int port,
                                          std::chrono::milliseconds timeout) {
   auto sb = impl_->find_sandbox_of(sandbox_id, owner);
-  if (!sb || sb->spare || sb->closing)
+  bool live = false;
+  if (sb) {
+    std::lock_guard lock(impl_->mu);
+    live = !sb->spare && !sb->closing;
+    // Traffic to what runs inside is use of the sandbox (see the idle reaper).
+    if (live) sb->last_used = Clock::now();
+  }
+  if (!live)
     return fail(Errc::not_found, fmt::format("no live sandbox '{}': call sandbox_list to see the live ones (it may "
                                              "have been destroyed or reaped after being idle)",
                                              sandbox_id));
   if (port < 1 || port > 65535)
     return fail(Errc::invalid_argument, fmt::format("port {} is not a TCP port (1-65535)", port));
-  {
-    // Traffic to what runs inside is use of the sandbox (see the idle reaper).
-    std::lock_guard lock(impl_->mu);
-    sb->last_used = Clock::now();
-  }
   if (sb->unsandboxed) return connect_host_loopback(port);
 
   auto pending = std::make_shared<Pending>();
