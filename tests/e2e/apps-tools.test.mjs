@@ -1,0 +1,205 @@
+// The app side of the MCP tools (issue 17) through the official SDK client: the four app tools and
+// the new publish/unpublish arguments in tools/list, the tool errors an agent gets for the wrong
+// input (no kiln.json app section, a file as an app, a static artifact given to an app tool,
+// delete_data with one version), and, with kiln serve's supervisor, an app's whole round: publish
+// with app: true answers at its URL, app_status, app_restart, schedule_run, app_export into the
+// workspace, a static version on top stops it, unpublish keeps its data unless asked.
+// Every test has its own KILN_HOME and stops the kiln serve it started when it ends.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+
+import { connectClient, errorText, tempDir } from '../lib/kiln.mjs';
+import { readServeInfo, stopProcess } from '../lib/http.mjs';
+
+const APP_TOOLS = ['app_status', 'app_restart', 'schedule_run', 'app_export'];
+const validator = new AjvJsonSchemaValidator();
+
+function writeFiles(root, files) {
+  for (const [rel, content] of Object.entries(files)) {
+    const p = path.join(root, rel);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, content);
+  }
+}
+
+// `kiln mcp --workspace WS` on a workspace holding `files`, with ok/err helpers that check results
+// against the listed outputSchema; every kiln serve seen for the state directory is stopped after.
+async function startKiln(t, files) {
+  const home = tempDir('kiln-apps-home-');
+  const ws = tempDir('kiln-apps-ws-');
+  writeFiles(ws, files);
+  const s = await connectClient({ args: ['--workspace', ws], home, env: { KILN_SERVE_LISTEN: '127.0.0.1:0' },
+    name: 'kiln-apps-e2e' });
+  const tools = Object.fromEntries((await s.client.listTools()).tools.map((x) => [x.name, x]));
+  const daemons = new Set();
+  const call = async (name, args) => {
+    const r = await s.client.callTool({ name, arguments: args }, undefined, { timeout: 300000 });
+    const info = readServeInfo(home);
+    if (info?.pid) daemons.add(info.pid);
+    return r;
+  };
+  const k = {
+    home, ws, tools, call,
+    async ok(name, args) {
+      const r = await call(name, args);
+      if (r.isError) assert.fail(`${name} ${JSON.stringify(args)} failed: ${errorText(r)}`);
+      const v = validator.getValidator(tools[name].outputSchema)(r.structuredContent);
+      assert.ok(v.valid, `${name}: structuredContent does not match the outputSchema: ${v.errorMessage}`);
+      return r.structuredContent;
+    },
+    async err(name, args) {
+      const r = await call(name, args);
+      assert.equal(r.isError, true, `${name} ${JSON.stringify(args)} should be a tool error, got ${JSON.stringify(r.structuredContent)}`);
+      return errorText(r);
+    },
+  };
+  t.after(async () => {
+    await s.close().catch(() => {});
+    const info = readServeInfo(home);
+    if (info?.pid) daemons.add(info.pid);
+    for (const pid of daemons) await stopProcess(pid);
+  });
+  return k;
+}
+
+const SITE = { 'site/index.html': '<h1>static</h1>\n', 'notes.txt': 'a file\n' };
+
+test('tools/list: the app tools and the new publish and unpublish arguments', async (t) => {
+  const k = await startKiln(t, SITE);
+  const want = { app_status: ['artifact'], app_restart: ['artifact'], schedule_run: ['artifact', 'name'],
+    app_export: ['artifact', 'path'] };
+  for (const name of APP_TOOLS) {
+    const tool = k.tools[name];
+    assert.ok(tool, `${name} listed`);
+    assert.deepEqual([...tool.inputSchema.required].sort(), [...want[name]].sort(), `${name} required`);
+    assert.equal(tool.inputSchema.additionalProperties, false, name);
+    assert.equal(tool.outputSchema?.type, 'object', name);
+    assert.ok(tool.description.length > 80, `${name}: a description an agent can act on`);
+    for (const a of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'])
+      assert.equal(typeof tool.annotations?.[a], 'boolean', `${name}: ${a}`);
+  }
+  assert.equal(k.tools.app_status.annotations.readOnlyHint, true, 'app_status only reads');
+  assert.equal(k.tools.app_restart.annotations.readOnlyHint, false);
+  assert.equal(k.tools.publish.inputSchema.properties.app?.type, 'boolean', 'publish takes app');
+  assert.equal(k.tools.unpublish.inputSchema.properties.delete_data?.type, 'boolean', 'unpublish takes delete_data');
+  assert.ok(k.tools.publish.outputSchema.properties.app, 'publish returns the app state');
+  assert.ok(k.tools.publish_list.outputSchema.properties.artifacts.items.properties.app, 'publish_list shows app state');
+  assert.match(k.tools.unpublish.description, /delete_data/);
+});
+
+test('publish app: true needs kiln.json\'s app section, and only a folder can be an app', async (t) => {
+  const k = await startKiln(t, SITE);
+  let text = await k.err('publish', { path: 'site', app: true });
+  assert.match(text, /"app": \{"run": "node server\.js"\}/, 'says what to add');
+  assert.match(text, /kiln\.json/);
+
+  writeFiles(k.ws, { 'kiln.json': JSON.stringify({ verify: [] }) });
+  text = await k.err('publish', { path: 'site', app: true });
+  assert.match(text, /"app": \{"run": "node server\.js"\}/);
+
+  writeFiles(k.ws, { 'kiln.json': JSON.stringify({ app: { run: 'node server.js', services: ['db'] } }) });
+  text = await k.err('publish', { path: 'site', app: true });
+  assert.match(text, /no service named "db"/, 'a broken kiln.json is named, not skipped');
+
+  writeFiles(k.ws, { 'kiln.json': JSON.stringify({ app: { run: 'node server.js' } }) });
+  text = await k.err('publish', { path: 'notes.txt', app: true });
+  assert.match(text, /only a folder can be published as an app/);
+
+  const list = await k.ok('publish_list', {});
+  assert.deepEqual(list.artifacts, [], 'nothing was published');
+});
+
+test('app tools refuse a static artifact and say how to make it an app; delete_data needs the whole artifact', async (t) => {
+  const k = await startKiln(t, SITE);
+  await k.ok('publish', { path: 'site', name: 'plain' });
+  for (const [name, args] of [['app_status', {}], ['app_restart', {}], ['schedule_run', { name: 'digest' }],
+    ['app_export', { path: 'export' }]]) {
+    const text = await k.err(name, { artifact: 'plain', ...args });
+    assert.match(text, /plain is not an app/, name);
+    assert.match(text, /publish it with app: true/, name);
+  }
+  assert.equal(fs.existsSync(path.join(k.ws, 'export')), false, 'app_export wrote nothing');
+  const missing = await k.err('app_status', { artifact: 'nosuch' });
+  assert.match(missing, /no artifact named nosuch/);
+
+  // A static artifact's listing has no app state, and removing it says nothing about data.
+  const list = await k.ok('publish_list', {});
+  assert.equal(list.artifacts[0].app, undefined);
+  const text = await k.err('unpublish', { artifact: 'plain', version: 1, delete_data: true });
+  assert.match(text, /leave out version/);
+  const removed = await k.ok('unpublish', { artifact: 'plain' });
+  assert.deepEqual(removed.removed, [1]);
+  assert.equal(removed.app, undefined);
+});
+
+// Needs kiln serve's app supervisor and its control API (POST /_kiln/apps).
+test('an app: publish runs it at its URL, the app tools drive it, unpublish keeps its data', async (t) => {
+  const server = `
+const http = require('http'); const fs = require('fs'); const path = require('path');
+const file = path.join(process.env.KILN_DATA_DIR, 'hits.txt');
+http.createServer((req, res) => {
+  fs.appendFileSync(file, req.url + '\\n');
+  res.setHeader('content-type', 'text/plain');
+  res.end('app v' + require('./version.json').v + ' ' + (req.headers['x-kiln-user'] || '-'));
+}).listen(Number(process.env.PORT), '127.0.0.1');
+`;
+  const k = await startKiln(t, {
+    'app/server.js': server,
+    'app/version.json': '{"v": 1}',
+    'app/job.js': "require('fs').writeFileSync(require('path').join(process.env.KILN_DATA_DIR, 'digest.txt'), 'digest');",
+    'kiln.json': JSON.stringify({ app: { run: 'node server.js', idle_s: 0,
+      schedules: [{ name: 'digest', cron: '0 8 * * *', run: 'node job.js' }] } }),
+  });
+  const pub = await k.ok('publish', { path: 'app', name: 'tracker', app: true });
+  assert.equal(pub.app?.state, 'running', `deployed: ${JSON.stringify(pub.app)}`);
+  assert.equal(pub.app.version, 1);
+  let res = await fetch(pub.url);
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), 'app v1 public');
+
+  const status = await k.ok('app_status', { artifact: 'tracker' });
+  assert.equal(status.state, 'running');
+  assert.equal(status.schedules[0].name, 'digest');
+  const listed = await k.ok('publish_list', {});
+  assert.equal(listed.artifacts[0].app.state, 'running');
+  const info = await k.ok('workspace_info', {});
+  assert.equal(info.artifacts[0].app.state, 'running');
+
+  const restarted = await k.ok('app_restart', { artifact: 'tracker' });
+  assert.equal(restarted.state, 'running');
+  const run = await k.ok('schedule_run', { artifact: 'tracker', name: 'digest' });
+  assert.equal(run.status, 'passed', JSON.stringify(run));
+  assert.match(await k.err('schedule_run', { artifact: 'tracker', name: 'nightly' }), /its schedules: digest/);
+
+  // A new version runs on the new files with the same data.
+  writeFiles(k.ws, { 'app/version.json': '{"v": 2}' });
+  const v2 = await k.ok('publish', { path: 'app', name: 'tracker', app: true });
+  assert.equal(v2.app.state, 'running');
+  res = await fetch(v2.url);
+  assert.equal(await res.text(), 'app v2 public');
+
+  const exported = await k.ok('app_export', { artifact: 'tracker', path: 'export' });
+  assert.equal(exported.path, 'export');
+  assert.equal(fs.readFileSync(path.join(k.ws, 'export/data/digest.txt'), 'utf8'), 'digest');
+  assert.match(fs.readFileSync(path.join(k.ws, 'export/data/hits.txt'), 'utf8'), /^\//m, 'requests of v1 and v2 in one data folder');
+  assert.match(await k.err('app_export', { artifact: 'tracker', path: 'export' }), /overwrite: true/);
+  await k.ok('app_export', { artifact: 'tracker', path: 'export', overwrite: true });
+
+  // Removing the running version puts the app back on version 1.
+  const one = await k.ok('unpublish', { artifact: 'tracker', version: 2 });
+  assert.equal(one.app.data_kept, true);
+  assert.equal(one.app.state, 'running');
+  res = await fetch(pub.url);
+  assert.equal(await res.text(), 'app v1 public');
+
+  const gone = await k.ok('unpublish', { artifact: 'tracker' });
+  assert.equal(gone.app.data_kept, true);
+  assert.equal(gone.app.data_deleted, false);
+  assert.ok(gone.app.data_dir && fs.existsSync(path.join(gone.app.data_dir, 'digest.txt')), 'the data is still there');
+  res = await fetch(pub.url);
+  assert.equal(res.status, 404);
+});
