@@ -6,13 +6,14 @@
 // workspace, a static version on top stops it, unpublish keeps its data unless asked.
 // Every test has its own KILN_HOME and stops the kiln serve it started when it ends.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
-import { connectClient, errorText, tempDir } from '../lib/kiln.mjs';
+import { connectClient, errorText, kilnBin, kilnEnv, tempDir } from '../lib/kiln.mjs';
 import { readServeInfo, stopProcess } from '../lib/http.mjs';
 
 const APP_TOOLS = ['app_status', 'app_restart', 'schedule_run', 'app_export'];
@@ -134,6 +135,31 @@ test('app tools refuse a static artifact and say how to make it an app; delete_d
   const removed = await k.ok('unpublish', { artifact: 'plain' });
   assert.deepEqual(removed.removed, [1]);
   assert.equal(removed.app, undefined);
+});
+
+test('kiln publish --app and kiln artifacts rm --delete-data refuse what the tools refuse', async () => {
+  const home = tempDir('kiln-apps-cli-home-');
+  const ws = tempDir('kiln-apps-cli-ws-');
+  writeFiles(ws, SITE);
+  const kiln = (...args) => spawnSync(kilnBin(), args, { cwd: ws, env: kilnEnv(home, { KILN_SERVE_LISTEN: '127.0.0.1:0' }),
+    encoding: 'utf8' });
+  // A wrong argument exits 2 (usage), as every invalid_argument of the CLI does.
+  let r = kiln('publish', 'site', '--app');
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /"app": \{"run": "node server\.js"\}/);
+  r = kiln('publish', 'site', '--name', 'plain', '--json');
+  assert.equal(r.status, 0, r.stderr);
+  try {
+    assert.equal(JSON.parse(r.stdout).app, undefined, 'a static publish has no app state');
+    r = kiln('artifacts', 'rm', 'plain', '--version', '1', '--delete-data');
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /leave out version/);
+    r = kiln('artifacts', 'rm', 'plain');
+    assert.equal(r.status, 0, r.stderr);
+  } finally {
+    const pid = readServeInfo(home)?.pid;
+    if (pid) await stopProcess(pid);
+  }
 });
 
 // Needs kiln serve's app supervisor and its control API (POST /_kiln/apps).
