@@ -16,6 +16,7 @@
 #include "mcp/tool_registry.h"
 #include "tools/apps.h"
 #include "tools/publish.h"
+#include "tools/tools.h"
 #include "workspace/root.h"
 
 namespace kiln::server {
