@@ -6,20 +6,18 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { request } from '../lib/http.mjs';
 import { repoRoot, sleep, tempDir } from '../lib/kiln.mjs';
+import { freePort, postgresBindir, startCluster } from '../lib/pg_cluster.mjs';
 import { sandboxRequired } from '../lib/sandbox_probe.mjs';
 
 const app = path.join(repoRoot, 'examples', 'incident-tracker');
 const BASE = '/a/incidents/';
-const bindir = process.env.KILN_POSTGRES_BINDIR
-  || spawnSync('sh', ['-c', 'ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1']).stdout.toString().trim();
-const missing = bindir && fs.existsSync(path.join(bindir, 'postgres')) ? null
-  : 'postgres not installed (Debian package postgresql; make test installs it)';
+const bindir = postgresBindir();
+const missing = bindir ? null : 'postgres not installed (Debian package postgresql; make test installs it)';
 if (missing) console.log(`# ${sandboxRequired ? 'FAIL' : 'SKIP'} incident tracker app: ${missing}`);
 
 // node:test's test(), or one that is skipped (or, when required, fails) with the reason.
@@ -29,23 +27,7 @@ function pgTest(name, fn) {
   return test(name, { skip: missing }, () => {});
 }
 
-const freePort = () => new Promise((resolve, reject) => {
-  const s = net.createServer().listen(0, '127.0.0.1', () => {
-    const { port } = s.address();
-    s.close(() => resolve(port));
-  });
-  s.on('error', reject);
-});
-
-// postgres refuses to run as root: the cluster then belongs to an unprivileged user.
-const asUser = process.getuid() === 0 ? (spawnSync('id', ['kilntest']).status === 0 ? 'kilntest' : 'nobody') : null;
-function pgRun(tool, args) {
-  const [cmd, argv] = asUser ? ['runuser', ['-u', asUser, '--', path.join(bindir, tool), ...args]] : [path.join(bindir, tool), args];
-  const r = spawnSync(cmd, argv, { encoding: 'utf8' });
-  assert.equal(r.status, 0, `${tool} ${args.join(' ')}: ${r.stdout}${r.stderr}`);
-}
-
-let dir, cluster, env, server, serverLog = '';
+let cluster, env, server, serverLog = '';
 const node = (script, extra = {}) => spawnSync(process.execPath, [script], { cwd: app, env: { ...env, ...extra }, encoding: 'utf8' });
 const get = (target, headers = {}) => request(`http://127.0.0.1:${env.PORT}`, target, { headers });
 const post = (target, body, type, headers = {}) => request(`http://127.0.0.1:${env.PORT}`, target,
@@ -55,16 +37,11 @@ before(async () => {
   if (missing) return;
   const deps = spawnSync(path.join(repoRoot, 'scripts', 'npm-deps.sh'), [app], { encoding: 'utf8' });
   assert.equal(deps.status, 0, `npm-deps.sh ${app}: ${deps.stdout}${deps.stderr}`);
-  dir = tempDir('kiln-incidents-');
-  cluster = path.join(dir, 'pg');
-  fs.mkdirSync(cluster, { mode: 0o700 });
-  if (asUser) spawnSync('chown', ['-R', asUser, dir]);
-  const pgPort = await freePort();
-  pgRun('initdb', ['-D', cluster, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
-  pgRun('pg_ctl', ['-D', cluster, '-l', path.join(cluster, 'log'), '-w', '-o', `-p ${pgPort} -k ${cluster} -c listen_addresses=127.0.0.1`, 'start']);
+  const dir = tempDir('kiln-incidents-');
+  cluster = await startCluster(bindir, dir);
   env = {
     PATH: process.env.PATH,
-    DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/postgres`,
+    DATABASE_URL: cluster.url,
     PORT: String(await freePort()),
     KILN_BASE_PATH: BASE,
     KILN_DATA_DIR: path.join(dir, 'data'),
@@ -76,7 +53,7 @@ after(async () => {
     server.kill('SIGTERM');
     await new Promise((r) => (server.exitCode !== null ? r() : server.on('exit', r)));
   }
-  if (cluster) pgRun('pg_ctl', ['-D', cluster, '-m', 'fast', '-w', 'stop']);
+  cluster?.stop();
 });
 
 pgTest('the migration makes both tables and may run again', () => {
