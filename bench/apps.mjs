@@ -10,7 +10,7 @@ import path from 'node:path';
 import { readServeInfo, stopProcess } from '../tests/lib/http.mjs';
 import { connectClient, repoRoot, sleep, tempDir } from '../tests/lib/kiln.mjs';
 import { freePort, postgresBindir, startCluster } from '../tests/lib/pg_cluster.mjs';
-import { fmt, median, nowMs, onPath, quick } from './lib.mjs';
+import { fmt, median, nginxConf, nowMs, onPath, quick } from './lib.mjs';
 
 const CONNS = 32;
 const SECS = quick ? 2 : 4;
@@ -87,20 +87,7 @@ async function startNginx(appPort) {
   const port = await freePort();
   const prefix = tempDir('kiln-bench-apps-nginx-');
   const tmp = (n) => path.join(prefix, n);
-  fs.writeFileSync(tmp('nginx.conf'), `worker_processes 2;
-daemon off;
-pid ${tmp('nginx.pid')};
-error_log ${tmp('error.log')} warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path ${tmp('body')};
-  proxy_temp_path ${tmp('proxy')};
-  fastcgi_temp_path ${tmp('fastcgi')};
-  uwsgi_temp_path ${tmp('uwsgi')};
-  scgi_temp_path ${tmp('scgi')};
-  upstream app { server 127.0.0.1:${appPort}; keepalive ${CONNS}; }
+  fs.writeFileSync(tmp('nginx.conf'), nginxConf(prefix, `  upstream app { server 127.0.0.1:${appPort}; keepalive ${CONNS}; }
   server {
     listen 127.0.0.1:${port};
     location /a/tiny/ {
@@ -112,8 +99,7 @@ http {
       proxy_set_header X-Forwarded-Proto $scheme;
     }
   }
-}
-`);
+`));
   const nginx = onPath('nginx') ? 'nginx' : '/usr/sbin/nginx';
   const child = spawn(nginx, ['-e', tmp('error.log'), '-p', prefix, '-c', tmp('nginx.conf')], { stdio: 'ignore', detached: true });
   const url = `http://127.0.0.1:${port}/a/tiny/`;
