@@ -119,6 +119,7 @@ async function startNginx(appPort) {
 
 function tinyWorkspace(idle_s) {
   const ws = tempDir('kiln-bench-apps-ws-');
+  fs.chmodSync(ws, 0o755);
   fs.writeFileSync(path.join(ws, 'server.js'), TINY);
   fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify({ app: { run: 'node server.js', idle_s } }));
   return ws;
@@ -137,12 +138,13 @@ async function publishApps(k) {
   const cfg = JSON.parse(fs.readFileSync(path.join(trackerWs, 'kiln.json'), 'utf8'));
   cfg.app.idle_s = IDLE_S;
   fs.writeFileSync(path.join(trackerWs, 'kiln.json'), JSON.stringify(cfg));
-  const urls = {};
+  const urls = {}, workspaces = {};
   for (const [name, ws] of [['tiny', tinyWorkspace(0)], ['tiny-sleepy', tinyWorkspace(IDLE_S)], ['incident-tracker', trackerWs]]) {
-    await call('workspace_open', { path: ws });
-    urls[name] = (await call('publish', { path: '.', name, app: true, share: 'public' })).url;
+    // An app is reached through the workspace it was published from.
+    workspaces[name] = (await call('workspace_open', { path: ws })).id;
+    urls[name] = (await call('publish', { path: '.', name, app: true, share: 'public', workspace: workspaces[name] })).url;
   }
-  return { urls, status: (artifact) => call('app_status', { artifact }) };
+  return { urls, status: (artifact) => call('app_status', { artifact, workspace: workspaces[artifact] }) };
 }
 
 // Waits for the app to be asleep, then times one request to its first byte.

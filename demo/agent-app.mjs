@@ -68,9 +68,10 @@ const steps = [
       const links = Object.fromEntries((r.invites ?? []).map((i) => [i.name, i.url]));
       expect(r.share === 'invite' && links.alice && links.bob, `invite links for alice and bob (got ${r.share}, ${JSON.stringify(r.invites?.map((i) => i.name))})`);
       expect(new RegExp(`/a/${r.artifact}/$`).test(r.url), `a URL at /a/${r.artifact}/ (got ${r.url})`);
+      expect(r.app && r.app.state !== 'crashed' && r.app.state !== 'unknown', `an app after the deploy (got ${JSON.stringify(r.app)})`);
       Object.assign(ctx, { artifact: r.artifact, url: r.url, links, cookies: {} });
       return [
-        `${r.artifact} v${r.version}: ${r.files ?? '?'} files, share ${r.share}, trace ${r.trace_id}`,
+        `${r.artifact} v${r.version}: ${r.files} files (node_modules with pg included), share ${r.share}, app ${r.app.state}, trace ${r.trace_id}`,
         `URL: ${r.url}`,
         ...(r.invites.map((i) => `invite for ${i.name}: ${i.url.replace(/invite=[^&]+/, 'invite=(token)')}`)),
       ];
@@ -80,10 +81,11 @@ const steps = [
     note: "the app's state and its schedule",
     tool: 'app_status',
     args: (ctx) => ({ artifact: ctx.artifact }),
-    show: (r) => {
-      expect(['starting', 'running', 'sleeping'].includes(r.state), `the app is starting, running or sleeping (got ${r.state})`);
+    show: (r, ctx) => {
+      expect(['starting', 'running', 'sleeping'].includes(r.state), `the app is starting, running or sleeping (got ${r.state}${r.last_error ? ': ' + r.last_error : ''})`);
       expect(r.schedules?.some((s) => s.name === 'digest'), `a schedule "digest" (got ${JSON.stringify(r.schedules)})`);
-      return statusLines(r);
+      ctx.dataDir = r.data_dir;
+      return [...statusLines(r), `its KILN_DATA_DIR on this machine: ${r.data_dir}`];
     },
   },
   {
@@ -136,7 +138,7 @@ const steps = [
     tool: 'app_status',
     args: (ctx) => ({ artifact: ctx.artifact }),
     show: (r) => {
-      expect(['starting', 'running', 'sleeping'].includes(r.state), `the app is back: starting, running or sleeping (got ${r.state})`);
+      expect(['starting', 'running', 'sleeping'].includes(r.state), `the app is back: starting, running or sleeping (got ${r.state}${r.last_error ? ': ' + r.last_error : ''})`);
       return statusLines(r);
     },
   },
@@ -155,9 +157,9 @@ const steps = [
     args: (ctx) => ({ artifact: ctx.artifact, name: 'digest' }),
     timeout_ms: 300000,
     show: (r, ctx) => {
-      expect(r.exit_code === undefined || r.exit_code === 0, `the digest job exits 0 (got ${r.exit_code})`);
+      expect(r.status === 'passed' && r.exit_code === 0, `the digest job passed, exit 0 (got ${r.status}, exit ${r.exit_code})`);
       ctx.scheduleTrace = r.trace_id;
-      return [`${r.status ?? ''} exit ${r.exit_code ?? '-'}, trace ${r.trace_id}`];
+      return [`${r.status}, exit ${r.exit_code} in ${r.duration_ms} ms, trace ${r.trace_id}`];
     },
   },
   {
@@ -171,12 +173,16 @@ const steps = [
     },
   },
   {
-    note: 'the digest as the app serves it',
+    note: "the digest as the app serves it, and the file the job wrote into the app's data folder",
     http: async (ctx) => {
       const r = await visit(new URL('api/digests', ctx.url), { cookie: ctx.cookies.alice });
       const d = r.status === 200 ? JSON.parse(r.text)[0] : undefined;
       expect(d?.count >= 1 && d.titles.includes(INCIDENT.title), `GET api/digests: a digest with the incident (got ${r.status}: ${r.text.slice(0, 300)})`);
-      return [`GET api/digests -> ${r.status}: ${d.day}, ${d.count} incident(s): ${d.titles.join('; ')}`];
+      const file = path.join(ctx.dataDir ?? '(no data_dir)', 'digests', `${d.day}.txt`);
+      const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+      expect(text.includes(INCIDENT.title), `${file} names the incident (got ${JSON.stringify(text)})`);
+      return [`GET api/digests -> ${r.status}: ${d.day}, ${d.count} incident(s): ${d.titles.join('; ')}`,
+        `${file}:`, ...indent(text.trimEnd().split('\n'))];
     },
   },
   {
