@@ -157,7 +157,7 @@ const steps = [
     args: (ctx) => ({ artifact: ctx.artifact, name: 'digest' }),
     timeout_ms: 300000,
     show: (r, ctx) => {
-      expect(r.status === 'passed' && r.exit_code === 0, `the digest job passed, exit 0 (got ${r.status}, exit ${r.exit_code})`);
+      expect(r.status === 'pass' && r.exit_code === 0, `the digest job passed, exit 0 (got ${r.status}, exit ${r.exit_code})`);
       ctx.scheduleTrace = r.trace_id;
       return [`${r.status}, exit ${r.exit_code} in ${r.duration_ms} ms, trace ${r.trace_id}`];
     },
