@@ -171,15 +171,15 @@ void ProxyExchange::pipe_to_upstream() {
   client_reading_ = true;
   // Bytes the client sent right behind its request head were buffered by the session's parser.
   if (std::size_t early = s_->buffer_.size(); early > 0) {
-    std::size_t n = net::buffer_copy(net::buffer(up_chunk_), s_->buffer_.data());
+    std::size_t n = net::buffer_copy(net::buffer(up_chunk_.data(), kChunk), s_->buffer_.data());
     s_->buffer_.consume(n);
     return net::post(s_->executor(), [forward, n]() mutable { forward({}, n); });
   }
-  s_->stream_.async_read_some(net::buffer(up_chunk_), std::move(forward));
+  s_->stream_.async_read_some(net::buffer(up_chunk_.data(), kChunk), std::move(forward));
 }
 
 void ProxyExchange::pipe_to_client() {
-  upstream_.async_read_some(net::buffer(down_chunk_), [self = shared_from_this()](beast::error_code e, std::size_t n) {
+  upstream_.async_read_some(net::buffer(down_chunk_.data(), kChunk), [self = shared_from_this()](beast::error_code e, std::size_t n) {
     if (self->ended_) return;
     if (e) return self->conclude(Handoff::close);
     self->touch();
