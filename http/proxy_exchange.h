@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
@@ -57,6 +58,19 @@ class ProxyExchange : public std::enable_shared_from_this<ProxyExchange> {
   void conclude(Handoff how);
   void hand_off();
   bool client_busy() const { return client_reading_ || client_writing_; }
+  // Writes to the client; `then` runs once it is out, a failure (the client left) ends the exchange.
+  template <class Buffers, class Then>
+  void to_client(const Buffers& bufs, Then then) {
+    client_writing_ = true;
+    net::async_write(s_->stream_, bufs,
+                     [self = shared_from_this(), then = std::move(then)](beast::error_code e, std::size_t) mutable {
+                       self->client_writing_ = false;
+                       if (self->ended_) return self->hand_off();
+                       if (e) return self->conclude(Handoff::close);
+                       self->touch();
+                       then();
+                     });
+  }
   bool upstream_reusable() const;
 
   void read_response_head();
