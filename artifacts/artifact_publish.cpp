@@ -276,6 +276,11 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
   if (!rel) return std::unexpected(rel.error());
   auto folder = workspace::is_folder_beneath(*req.root, *rel, req.path);
   if (!folder) return std::unexpected(folder.error());
+  if (req.app && !*folder)
+    return fail(Errc::invalid_argument, fmt::format("'{}' is a file; only a folder can be published as an app (it holds "
+                                                    "the server and what it serves)",
+                                                    req.path));
+  if (req.app && !req.app->is_object()) return fail(Errc::internal, "publish: the app configuration is not an object");
   const std::string name = req.name.empty() ? default_artifact_name(*rel, req.root->path()) : req.name;
   if (!valid_artifact_name(name)) {
     return fail(Errc::invalid_argument, fmt::format("artifact name '{}' is not usable in a URL: use 1-64 of a-z, 0-9 "
@@ -349,7 +354,7 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
     {
       db::Statement v(db_,
                       "INSERT INTO versions(artifact, number, created_at, source_path, single_file, files, bytes, "
-                      "trace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+                      "trace_id, app) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
       v.bind(1, name);
       v.bind(2, number);
       v.bind(3, now_iso);
@@ -358,6 +363,8 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
       v.bind(6, std::uint64_t(staged->files.size()));
       v.bind(7, staged->bytes);
       v.bind(8, req.trace_id);
+      if (req.app) v.bind(9, req.app->dump());
+      else v.bind_null(9);
       if (auto r = v.run("insert version"); !r) return std::unexpected(r.error());
     }
     db::Statement f(db_, "INSERT INTO files(artifact, version, path, sha256, size) VALUES (?1, ?2, ?3, ?4, ?5)");

@@ -52,7 +52,11 @@ constexpr const char* kSchemaV1 =
 constexpr const char* kSchemaV2 =
     "CREATE TABLE IF NOT EXISTS retired_names (name TEXT PRIMARY KEY, next_version INTEGER NOT NULL);";
 
-constexpr db::Migration kSchema[] = {{1, kSchemaV1}, {2, kSchemaV2}};
+// Version 3: a version may be an app; its run configuration (JSON text) travels with the immutable
+// copy, so a restart of kiln serve runs it as published whatever kiln.json says later. NULL: static.
+constexpr const char* kSchemaV3 = "ALTER TABLE versions ADD COLUMN app TEXT;";
+
+constexpr db::Migration kSchema[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
 
 bool make_dir(const std::string& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return false;
@@ -168,12 +172,20 @@ Result<ArtifactInfo> ArtifactStore::info_locked(const Row& row) {
   a.expired = row.expires_at && *row.expires_at <= t;
   a.created_at = row.created_at;
   db::Statement v(db_,
-                  "SELECT number, created_at, source_path, single_file, files, bytes, trace_id FROM versions "
+                  "SELECT number, created_at, source_path, single_file, files, bytes, trace_id, app FROM versions "
                   "WHERE artifact = ?1 ORDER BY number");
   v.bind(1, row.name);
   auto versions = v.each("select versions", [&] {
-    a.versions.push_back(VersionInfo{int(v.int64(0)), v.text(1), v.text(2), v.int64(3) != 0,
-                                     std::uint64_t(v.int64(4)), std::uint64_t(v.int64(5)), v.text(6)});
+    VersionInfo info{int(v.int64(0)), v.text(1), v.text(2), v.int64(3) != 0,
+                     std::uint64_t(v.int64(4)), std::uint64_t(v.int64(5)), v.text(6), std::nullopt};
+    if (auto app = v.opt_text(7)) {
+      // Written by publish from a json dump; unreadable text would be a corrupt row, shown as an
+      // app without configuration (the supervisor refuses to start it and says why) rather than
+      // silently as a static site.
+      auto parsed = nlohmann::json::parse(*app, nullptr, false);
+      info.app = parsed.is_discarded() ? nlohmann::json::object() : std::move(parsed);
+    }
+    a.versions.push_back(std::move(info));
   });
   if (!versions) return std::unexpected(versions.error());
   db::Statement i(db_, "SELECT name, created_at, expires_at, revoked FROM invites WHERE artifact = ?1 ORDER BY id");

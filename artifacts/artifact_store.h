@@ -58,6 +58,10 @@ struct VersionInfo {
   std::uint64_t files = 0;
   std::uint64_t bytes = 0;
   std::string trace_id;
+  // An app version (publish {app: true}): {"app": the AppConfig as JSON, "services": [the
+  // ServiceConfig of each service it names]}, as kiln.json said at publish time. The store keeps
+  // it opaque; kiln serve's supervisor reads it.
+  std::optional<nlohmann::json> app;
 };
 
 struct ArtifactInfo {
@@ -71,6 +75,8 @@ struct ArtifactInfo {
   std::vector<VersionInfo> versions;  // oldest first
   std::vector<InviteInfo> invites;    // without tokens
   int latest() const { return versions.empty() ? 0 : versions.back().number; }
+  // The latest version is an app: the artifact runs (an older app version alone does not make it one).
+  bool is_app() const { return !versions.empty() && versions.back().app.has_value(); }
 };
 
 struct PublishRequest {
@@ -84,6 +90,7 @@ struct PublishRequest {
   std::optional<std::int64_t> expires_in_s;
   std::optional<std::int64_t> invite_expires_in_s;  // of the invites created here; nullopt: expires_in_s
   std::string trace_id;
+  std::optional<nlohmann::json> app;       // stored with the version (VersionInfo::app); only for a folder
 };
 
 struct PublishResult {

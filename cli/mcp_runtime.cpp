@@ -36,7 +36,10 @@ void fill_registry(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, R
   server::register_search_tools(registry);
   server::register_sandbox_tools(registry, sandboxes, tracer, services);
   if (tracer) server::register_trace_tools(registry, *tracer, sandboxes, services);
-  if (tracer && artifacts) server::register_publish_tools(registry, *tracer, *artifacts);
+  if (tracer && artifacts) {
+    server::register_publish_tools(registry, *tracer, *artifacts);
+    server::register_app_tools(registry, *tracer, *artifacts);
+  }
   registry.check_complete();
 }
 

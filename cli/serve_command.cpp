@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "artifacts/artifact_store.h"
+#include "cli/app_runtime.h"
 #include "cli/ceiling_options.h"
 #include "cli/mcp_runtime.h"
 #include "core/fast_exit.h"
@@ -165,6 +166,10 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
                                           [m = mcp.get()](http::Request r) { return m->handle(std::move(r)); },
                                           [m = mcp.get()](const http::Request& r) { return m->screen(r); }});
   }
+  // Apps: the supervisor, its front door on /a/NAME/ of every app, and the control endpoint.
+  auto apps = open_app_runtime({state_dir, store->get(), options.ceilings, options.allow_unsandboxed});
+  if (!apps) return refuse(apps.error().message);
+  if (auto ok = attach_apps(**apps, so, ctx); !ok) return refuse(ok.error().message);
   auto server = http::Server::bind(so, [ctx](const http::Request& r) { return http::route(r, ctx); });
   if (!server) {
     std::string hint = server.error().code == Errc::conflict ? " (pass --listen 127.0.0.1:0 for any free port)" : "";
@@ -191,7 +196,9 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
             : "";
     std::fprintf(stderr, "kiln serve: artifacts at %s/a/NAME/%s (Ctrl-C stops)\n", info.url.c_str(), mcp_note.c_str());
   }
+  start_apps(**apps, info.url);
   srv.run();
+  stop_apps(**apps);
   remove_serve_info_if_ours(state_dir, pid);
   if (mcp) {
     // As `kiln mcp` does at its end: requests in flight are cancelled and get a moment; handlers

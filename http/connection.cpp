@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -24,6 +25,7 @@
 
 #include "core/ascii_text.h"
 #include "http/connection.h"
+#include "http/proxy_exchange.h"
 
 namespace kiln::server::http {
 
@@ -78,6 +80,7 @@ void Session::read() {
   // is known: start from the largest limit, narrow it in on_header.
   std::size_t widest = srv_.options.body_limit;
   for (const auto& e : srv_.options.endpoints) widest = std::max(widest, e.body_limit);
+  if (srv_.options.proxy) widest = std::numeric_limits<std::size_t>::max();  // proxied bodies have no limit
   parser_->body_limit(widest);
   body_limit_ = srv_.options.body_limit;
   endpoint_ = nullptr;
@@ -96,6 +99,10 @@ void Session::on_header(beast::error_code ec, std::size_t n) {
   }
   stream_.expires_after(srv_.options.read_timeout);  // the body has a deadline of its own
   endpoint_ = srv_.endpoint_for(parser_->get().target());
+  if (!endpoint_ && srv_.options.proxy && srv_.options.proxy->claims) {
+    Request head = head_request(parser_->get());
+    if (srv_.options.proxy->claims(head)) return start_proxy(std::move(head));
+  }
   if (endpoint_) body_limit_ = endpoint_->body_limit;
   if (auto length = parser_->content_length(); length && *length > body_limit_) {
     not_evictable();
@@ -235,6 +242,7 @@ void Session::refuse_early(Response r) {
 void Session::close() {
   if (closed_) return;
   closed_ = true;
+  if (auto proxy = proxy_.lock()) proxy->cut();
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
   stream_.socket().close(ec);

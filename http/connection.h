@@ -26,6 +26,7 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 
 class ChunkWriter;
+class ProxyExchange;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -112,6 +113,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void end_streaming(bool cut);
 
+  // ---- the reverse proxy (proxy_session.cpp; the exchange itself is http/proxy_exchange.h) ----
+  friend class ProxyExchange;
+  // A request the proxy route claimed: not evictable, no body limit, wait for its decision.
+  void start_proxy(Request head);
+  void on_decision(ProxyDecision& decision);
+  // The exchange is over: read the next request (keep), drain what is left of this one, or close.
+  void proxy_ended(bool keep, bool drain);
+
   Server::Impl& srv_;
   bool evictable_ = false;  // on the strand; head_wait_since is its cross-thread shadow
   beast::tcp_stream stream_;
@@ -139,6 +148,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string wire_;  // streamed bytes being written
   std::shared_ptr<ChunkWriter> body_stream_;
   std::function<void()> stream_closed_;
+  std::weak_ptr<ProxyExchange> proxy_;
   int fd_ = -1;
   off_t file_offset_ = 0;
   std::uint64_t file_left_ = 0;

@@ -26,6 +26,8 @@ const std::string* Response::header(std::string_view name) const {
 
 std::string_view reason_phrase(int status) {
   switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
     case 200: return "OK";
     case 202: return "Accepted";
     case 204: return "No Content";
@@ -50,7 +52,9 @@ std::string_view reason_phrase(int status) {
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
     case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
   }

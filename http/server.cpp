@@ -142,7 +142,10 @@ void Server::Impl::wait_for_sessions() {
 }
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Server::~Server() = default;
+Server::~Server() {
+  std::lock_guard lock(impl_->proxy_gate->mu);
+  impl_->proxy_gate->open = false;
+}
 
 Result<std::unique_ptr<Server>> Server::bind(const ServerOptions& options, Handler handler) {
   auto where = parse_listen(options.listen);

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "http/message.h"
+#include "http/proxy.h"
 
 namespace kiln::server::http {
 
@@ -50,6 +51,8 @@ struct ServerOptions {
   std::size_t header_limit = 8 * 1024;
   std::size_t body_limit = 4 * 1024;  // only the login form has a body (endpoints set their own)
   std::vector<Endpoint> endpoints;
+  // Requests it claims are forwarded to an upstream socket (http/proxy.h), without body limit.
+  std::optional<ProxyRoute> proxy;
   // How long a streamed response may take to hand one write to the client before the connection
   // is dropped (a client that stopped reading).
   std::chrono::seconds stream_write_timeout{30};

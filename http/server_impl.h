@@ -42,6 +42,13 @@ class FileCache {
 
 class Session;
 
+// Lets a proxy decision arrive from any thread, even late: it posts to a connection only while the
+// server (and so its io_context) exists; ~Server closes it first.
+struct ProxyGate {
+  std::mutex mu;
+  bool open = true;
+};
+
 struct Server::Impl {
   Impl(const ServerOptions& o, Handler h)
       : options(o), handler(std::move(h)), ioc(o.io_threads), control(net::make_strand(ioc)), acceptor(control),
@@ -60,6 +67,7 @@ struct Server::Impl {
   std::mutex sessions_mu;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
   std::chrono::steady_clock::time_point stop_started;
+  std::shared_ptr<ProxyGate> proxy_gate = std::make_shared<ProxyGate>();
 
   net::io_context ioc;
   net::strand<net::io_context::executor_type> control;  // acceptor, signals, timers

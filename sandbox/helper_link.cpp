@@ -226,9 +226,33 @@ bool send_control(int fd, const json& msg, const std::vector<int>& fds) {
 }
 
 int recv_control(int fd, std::string& out) {
+  std::vector<UniqueFd> fds;  // none are expected here; any that come are closed
+  return recv_control(fd, out, fds);
+}
+
+int recv_control(int fd, std::string& out, std::vector<UniqueFd>& fds) {
   char buf[65536];
+  fds.clear();
   for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    iovec iov{buf, sizeof buf};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    ssize_t n = ::recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n >= 0) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < count; ++i) {
+          int f;
+          std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+          fds.emplace_back(f);
+        }
+      }
+    }
     if (n > 0) {
       out.assign(buf, std::size_t(n));
       return 1;

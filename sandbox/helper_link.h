@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 
 namespace kiln::sandbox {
 
@@ -33,5 +34,8 @@ Result<HelperStart> start_helper(const std::string& helper_path, const nlohmann:
 bool send_control(int fd, const nlohmann::json& msg, const std::vector<int>& fds = {});
 // Receives one message without blocking: 1 got one, 0 the helper closed the channel, -1 none yet.
 int recv_control(int fd, std::string& out);
+// The same, keeping the fds a message carries (the `connected` reply's socket; at most 4, received
+// CLOEXEC). A message with more is still delivered, the extra fds closed.
+int recv_control(int fd, std::string& out, std::vector<UniqueFd>& fds);
 
 }  // namespace kiln::sandbox

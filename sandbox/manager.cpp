@@ -283,6 +283,9 @@ Result<HostBudget::Lease> SandboxManager::Impl::admit(const SandboxPolicy& polic
 Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolicy policy, bool fresh,
                                                                    std::stop_token stop, Admission how) {
   if (stopped) return fail(Errc::cancelled, "the server is shutting down");
+  if (policy.workspace_readonly && policy.isolation == Isolation::none)
+    return fail(Errc::unsupported, "a read-only workspace needs isolation \"strict\": without a sandbox nothing can "
+                                   "keep the command from writing to it");
   auto lease = admit(policy, how, stop);
   if (!lease) return std::unexpected(lease.error());
   auto sb = std::make_shared<Sandbox>();
@@ -365,9 +368,10 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
                          {"network", p.hosts_services && p.network == Network::none
                                          ? "none (loopback up for the sandbox's services)"
                                          : to_string(p.network)},
-                         {"filesystem", fmt::format("{} read-write; read-only system folders; private /tmp; "
+                         {"filesystem", fmt::format("{} {}; read-only system folders; private /tmp; "
                                                     "read-only /proc with host-wide entries masked{}",
-                                                    p.workspace_root, data_binds_text(p))},
+                                                    p.workspace_root, p.workspace_readonly ? "read-only" : "read-write",
+                                                    data_binds_text(p))},
                          {"proc", rep.value("proc", json(nullptr))},
                          {"env", "filtered: PATH, HOME, LANG, TERM, env and secrets only"},
                          {"limits", limits},
@@ -399,15 +403,16 @@ void SandboxManager::Impl::watch_control(const std::shared_ptr<Sandbox>& sb) {
   sb->control->async_wait(asio::posix::stream_descriptor::wait_read, [this, sb](boost::system::error_code ec) {
     if (ec) return;
     std::string msg;
+    std::vector<UniqueFd> fds;  // whatever a message carried and nobody took is closed with it
     for (;;) {
-      int r = recv_control(sb->control_fd, msg);
+      int r = recv_control(sb->control_fd, msg, fds);
       if (r < 0) break;
       if (r == 0) {
         helper_lost(sb);
         return;
       }
       json m = json::parse(msg, nullptr, false);
-      if (m.is_object()) handle_message(sb, m);
+      if (m.is_object()) handle_message(sb, m, fds);
     }
     watch_control(sb);
   });
@@ -429,7 +434,8 @@ void SandboxManager::Impl::watch_helper_exit(const std::shared_ptr<Sandbox>& sb)
   });
 }
 
-void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, const json& m) {
+void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, const json& m, std::vector<UniqueFd>& fds) {
+  if (connect_reply(sb, m, fds)) return;
   std::string op = m.value("op", "");
   int id = m.value("id", 0);
   auto it = sb->execs.find(id);
@@ -486,6 +492,7 @@ void SandboxManager::Impl::helper_lost(const std::shared_ptr<Sandbox>& sb) {
     sb->control->close(ec);
     sb->control.reset();
   }
+  fail_connects(sb);
   auto execs = sb->execs;
   for (auto& [id, run] : execs) {
     bool exited;

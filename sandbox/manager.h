@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 #include "sandbox/host_budget.h"
 #include "sandbox/types.h"
 
@@ -68,6 +69,15 @@ class SandboxManager {
   // The owner's live sandboxes (optionally of one workspace) with their processes.
   nlohmann::json list(const std::string& owner, const std::string& workspace_id = {}) const;
   Result<CleanupReport> destroy(const std::string& owner, const std::string& sandbox_id);
+  // A TCP connection to 127.0.0.1:`port` inside the sandbox's own network namespace (an app or
+  // service listening there), opened by the sandbox's pid 1 and handed over. The socket is
+  // non-blocking and connected or still connecting: wait for writability and read SO_ERROR (a
+  // port nobody listens on shows as ECONNREFUSED there; the non-blocking connect does not wait
+  // for the refusal). Errors: not_found for an unknown, another owner's or a gone sandbox.
+  // Thread-safe; `timeout` bounds the wait for the helper's answer. Isolation none: a plain
+  // connect to the host's loopback.
+  Result<UniqueFd> connect(const std::string& owner, const std::string& sandbox_id, int port,
+                           std::chrono::milliseconds timeout);
   // The policy a live sandbox was created with (secret values are not part of it).
   std::optional<SandboxPolicy> policy_of(const std::string& owner, const std::string& sandbox_id) const;
 

@@ -60,6 +60,9 @@ struct Sandbox {
   std::unique_ptr<asio::posix::stream_descriptor> control;
   std::unique_ptr<asio::posix::stream_descriptor> pidfd;
   std::map<int, std::shared_ptr<Run>> execs;
+  // `connect` requests waiting for pid 1's answer, by the id they were sent with (ids are taken
+  // from next_exec, so they never meet an exec's).
+  std::map<int, std::shared_ptr<std::promise<Result<UniqueFd>>>> connects;
   int next_exec = 1;
   bool helper_gone = false;
   std::vector<std::function<void()>> on_helper_gone;
@@ -184,7 +187,10 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   // io thread
   void watch_control(const std::shared_ptr<Sandbox>& sb);
   void watch_helper_exit(const std::shared_ptr<Sandbox>& sb);
-  void handle_message(const std::shared_ptr<Sandbox>& sb, const nlohmann::json& m);
+  void handle_message(const std::shared_ptr<Sandbox>& sb, const nlohmann::json& m, std::vector<UniqueFd>& fds);
+  // sandbox/manager_connect.cpp: a `connected` or connect `error` reply; false when `m` answers none.
+  bool connect_reply(const std::shared_ptr<Sandbox>& sb, const nlohmann::json& m, std::vector<UniqueFd>& fds);
+  void fail_connects(const std::shared_ptr<Sandbox>& sb);
   void helper_lost(const std::shared_ptr<Sandbox>& sb);
   void read_pipe(const std::shared_ptr<Run>& run, bool is_err);
   void on_output(const std::shared_ptr<Run>& run, bool is_err, std::string_view data);

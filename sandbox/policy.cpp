@@ -271,7 +271,7 @@ json helper_spec(const SandboxPolicy& p, const std::string& id, const std::vecto
   Network net = p.network == Network::none && p.hosts_services ? Network::loopback : p.network;
   return json{{"id", id},
               {"workspace", p.workspace_root},
-              {"workspace_writable", true},
+              {"workspace_writable", !p.workspace_readonly},
               {"ro_binds", std::move(binds)},
               {"data_binds", std::move(data)},
               {"network", to_string(net)},

@@ -56,6 +56,9 @@ struct SandboxPolicy {
   // Kiln run as root the ids inside are 65534 (nobody), because postgres refuses to run as root.
   bool hosts_services = false;
   std::vector<DataBind> data_binds;
+  // The workspace is mounted read-only (and Landlock grants it read/execute only): an app runs from
+  // an immutable published copy. /tmp, /dev/shm and data_binds stay writable.
+  bool workspace_readonly = false;
 };
 
 enum class StopReason {

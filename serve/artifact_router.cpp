@@ -363,7 +363,63 @@ Response healthz(const Request& req, const RouterContext& ctx) {
   return r;
 }
 
+// The Cookie header minus every pair named `name` (Kiln's session cookie never reaches an app).
+std::string cookie_without(std::string_view header, std::string_view name) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < header.size()) {
+    std::size_t end = header.find(';', pos);
+    if (end == std::string_view::npos) end = header.size();
+    std::string_view pair = header.substr(pos, end - pos);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    std::string_view key = pair.substr(0, pair.find('='));
+    while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
+    if (!pair.empty() && key != name) out.append(out.empty() ? "" : "; ").append(pair);
+    pos = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
+
+AppAdmission admit_app(const Request& req, const RouterContext& ctx) {
+  AppAdmission out;
+  std::string why;
+  auto t = parse_target(req.target, &why);
+  if (!t || t->segments.size() < 2) {
+    out.answer = message(req, 400, "Bad request", t ? "Apps live at /a/NAME/." : why);
+    return out;
+  }
+  out.name = t->segments[1];
+  Visit v{req, ctx, *t, out.name, {}, std::nullopt, {}, false};
+  Credentials creds = base_credentials(v);
+  if (!req.authorization.empty()) creds.password = basic_password(req.authorization);
+  auto invite = query_param(t->query, "invite");
+  if (invite && !invite->empty()) creds.invite_token = *invite;
+  v.decision = ctx.store->check_access(out.name, std::nullopt, creds);
+  v.decided = true;
+  const auto& d = v.decision;
+  if (d.outcome != AccessOutcome::allowed) {
+    out.answer = refusal(req, d, out.name, safe_next(with_query(t->raw_path, t->query), out.name),
+                         creds.password.has_value());
+    log_access(v, *out.answer);
+    return out;
+  }
+  if (creds.invite_token) {
+    out.answer = redirect(req, 303, with_query(t->raw_path, query_without(t->query, "invite")));
+    if (d.set_cookie) set_cookie(*out.answer, ctx, out.name, *d.set_cookie, d.cookie_max_age_s);
+    log_access(v, *out.answer);
+    return out;
+  }
+  out.user = !d.invite_name.empty() ? d.invite_name : d.share == Share::password ? "password" : "public";
+  // raw_path is "/a/<name as sent>/rest": the app sees "/rest", encoded as the client sent it.
+  std::size_t third = t->raw_path.find('/', 3);
+  std::string rest = third == std::string::npos ? "/" : t->raw_path.substr(third);
+  out.target = with_query(rest, query_without(t->query, "invite"));
+  out.cookie = cookie_without(req.cookie, ctx.cookie_name);
+  spdlog::debug("access {} app={} user={} client={}", req.method, out.name, out.user, req.client);
+  return out;
+}
 
 Response route(const Request& req, const RouterContext& ctx) {
   if (req.method != "GET" && req.method != "HEAD" && req.method != "POST") {

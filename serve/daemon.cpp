@@ -3,10 +3,8 @@
 // started it; plain POSIX sockets for the health check keep Asio out of the MCP process's path.
 #include "serve/daemon.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -29,6 +27,7 @@
 
 #include "core/proc_stat.h"
 #include "core/unique_fd.h"
+#include "serve/blocking_http.h"
 
 namespace kiln::server {
 namespace {
@@ -45,75 +44,6 @@ bool pid_alive(long pid) {
   if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return pid > 0 && errno == EPERM;
   auto stat = read_proc_stat(static_cast<pid_t>(pid));
   return !stat || !stat->gone();
-}
-
-// "http://HOST:PORT" -> host, port (IPv6 in brackets).
-bool split_url(const std::string& url, std::string* host, std::string* port) {
-  if (!url.starts_with("http://")) return false;
-  std::string hp = url.substr(7);
-  if (auto slash = hp.find('/'); slash != std::string::npos) hp.resize(slash);
-  auto colon = hp.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = hp.substr(0, colon);
-  *port = hp.substr(colon + 1);
-  if (host->size() >= 2 && host->front() == '[') *host = host->substr(1, host->size() - 2);
-  return !host->empty() && !port->empty();
-}
-
-// A tiny blocking HTTP/1.1 GET with one deadline for connect, send and receive.
-std::optional<std::string> http_get(const std::string& url, const std::string& path, int timeout_ms) {
-  std::string host, port;
-  if (!split_url(url, &host, &port)) return std::nullopt;
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* ai = nullptr;
-  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai) != 0 || !ai) return std::nullopt;
-  UniqueFd s(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  int rc = s.get() < 0 ? -1 : ::connect(s.get(), ai->ai_addr, ai->ai_addrlen);
-  ::freeaddrinfo(ai);
-  if (s.get() < 0 || (rc != 0 && errno != EINPROGRESS)) return std::nullopt;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto wait = [&](short events) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{s.get(), events, 0};
-    return ::poll(&p, 1, static_cast<int>(left.count())) == 1;
-  };
-  if (rc != 0) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (!wait(POLLOUT) || ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return std::nullopt;
-  }
-  std::string req = fmt::format("GET {} HTTP/1.1\r\nHost: {}:{}\r\nConnection: close\r\n\r\n", path, host, port);
-  std::size_t sent = 0;
-  while (sent < req.size()) {
-    ssize_t n = ::send(s.get(), req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait(POLLOUT)) return std::nullopt;
-    } else {
-      return std::nullopt;
-    }
-  }
-  std::string resp;
-  char buf[4096];
-  while (resp.size() < 65536) {
-    ssize_t n = ::recv(s.get(), buf, sizeof buf, 0);
-    if (n > 0) {
-      resp.append(buf, static_cast<std::size_t>(n));
-    } else if (n == 0) {
-      break;
-    } else if (errno == EAGAIN || errno == EINTR) {
-      if (!wait(POLLIN)) return std::nullopt;
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (!resp.starts_with("HTTP/1.1 200") && !resp.starts_with("HTTP/1.0 200")) return std::nullopt;
-  auto body = resp.find("\r\n\r\n");
-  return body == std::string::npos ? std::nullopt : std::optional<std::string>(resp.substr(body + 4));
 }
 
 // Whether nobody else holds HOST:PORT (a TIME_WAIT leftover does not count).
@@ -249,9 +179,12 @@ void remove_serve_info_if_ours(const std::string& state_dir, long pid) {
 }
 
 bool serve_answers(const std::string& url, const std::string& state_dir, int timeout_ms) {
-  auto body = http_get(url, "/healthz", timeout_ms);
-  if (!body) return false;
-  auto j = nlohmann::json::parse(*body, nullptr, false);
+  BlockingRequest req;
+  req.path = "/healthz";
+  req.timeout_ms = timeout_ms;
+  auto resp = blocking_http(url, req);
+  if (!resp || resp->status != 200) return false;
+  auto j = nlohmann::json::parse(resp->body, nullptr, false);
   return j.is_object() && j.value("service", "") == "kiln-serve" &&
          canonical(j.value("state_dir", "")) == canonical(state_dir);
 }

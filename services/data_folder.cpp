@@ -21,7 +21,14 @@
 
 namespace kiln::services {
 
-const char* to_string(DataUse u) { return u == DataUse::development ? "dev" : "verify"; }
+const char* to_string(DataUse u) {
+  switch (u) {
+    case DataUse::development: return "dev";
+    case DataUse::verify: return "verify";
+    case DataUse::app: return "app";
+  }
+  return "dev";
+}
 
 namespace {
 
@@ -33,14 +40,12 @@ Result<void> make_dir(const std::string& p) {
 
 }  // namespace
 
-Result<DataFolder> open_data_folder(const std::string& state_dir, const std::string& workspace_id,
-                                    const std::string& service, DataUse use, const std::string& target, int wait_ms,
+Result<DataFolder> open_data_folder(const std::string& base, const std::string& service, DataUse use, const std::string& target, int wait_ms,
                                     std::stop_token stop) {
-  const std::string base = state_dir + "/services";
-  const std::string ws = base + "/" + workspace_id;
-  const std::string svc = ws + "/" + service;
+  const std::string parent = base.substr(0, base.rfind('/'));
+  const std::string svc = base + "/" + service;
   const std::string dir = svc + "/" + to_string(use);
-  for (const auto& p : {base, ws, svc, dir})
+  for (const auto& p : {parent, base, svc, dir})
     if (auto ok = make_dir(p); !ok) return std::unexpected(ok.error());
 
   DataFolder out;
@@ -55,7 +60,7 @@ Result<DataFolder> open_data_folder(const std::string& state_dir, const std::str
     if (std::chrono::steady_clock::now() >= deadline)
       return fail(Errc::conflict, fmt::format("service {} of this workspace already runs on its {} data in another "
                                               "sandbox",
-                                              service, use == DataUse::development ? "development" : "verify"));
+                                              service, use == DataUse::verify ? "verify" : use == DataUse::app ? "app" : "development"));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 

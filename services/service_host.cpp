@@ -129,7 +129,9 @@ Result<std::shared_ptr<ServiceHost::Prepared>> ServiceHost::prepare(const Servic
       const bool verify = request.use == DataUse::verify;
       // A verify run waits for another one on the same template; a second development sandbox
       // would be a second postmaster on the same cluster, so it is refused at once.
-      auto data = open_data_folder(state_dir_, request.workspace_id, s.name, request.use, data_target(s.name),
+      const std::string base =
+          request.data_base.empty() ? state_dir_ + "/services/" + request.workspace_id : request.data_base;
+      auto data = open_data_folder(base, s.name, request.use, data_target(s.name),
                                    verify ? int(s.ready_timeout_s * 1000) : 0, stop);
       if (!data) {
         if (data.error().code == Errc::cancelled) return std::unexpected(data.error());
@@ -366,7 +368,7 @@ Result<void> ServiceHost::wait_ready(Hosted& h, std::size_t i, std::stop_token s
   sbx::ExecRequest probe;
   probe.owner = h.owner;
   // A development database that exists needs no bootstrap: the probe says so in the same exec.
-  const bool dev_pg = e.config.kind == ServiceKind::postgres && h.request.use == DataUse::development;
+  const bool dev_pg = e.config.kind == ServiceKind::postgres && h.request.use != DataUse::verify;
   probe.argv = probe_command(e.config, e.bin, pid, dev_pg ? kDevDatabase : "");
   probe.display_command = "readiness check of service " + e.config.name;
   probe.cwd = "/tmp";

@@ -44,6 +44,8 @@ struct ServiceRequest {
   const server::KilnConfig* config = nullptr;  // the workspace's kiln.json, with its services
   std::vector<std::string> names;              // which of them
   DataUse use = DataUse::development;
+  // Where the services' data folders go; empty: <state>/services/<workspace_id>.
+  std::string data_base;
   std::string workspace_id;
   std::string workspace_root;
   std::string owner;

@@ -11,6 +11,7 @@
 #include "serve/daemon.h"
 #include "mcp/session_state.h"
 #include "mcp/tool_registry.h"
+#include "tools/apps.h"
 #include "tools/sandbox_common.h"
 #include "tools/traces.h"
 #include "workspace/root.h"
@@ -233,11 +234,16 @@ Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactSto
   if (args.contains("expires_in_s")) req.expires_in_s = args["expires_in_s"].get<std::int64_t>();
   if (args.contains("invite_expires_in_s")) req.invite_expires_in_s = args["invite_expires_in_s"].get<std::int64_t>();
   if (auto d = apply_publish_defaults(store, req); !d) return std::unexpected(d.error());
+  if (args.value("app", false)) {
+    if (auto a = apply_app_config(req); !a) return std::unexpected(a.error());
+  }
   auto p = publish_traced(tracer.store(), store, std::move(req), client_json(ctx), ctx.session->principal());
   if (!p) return std::unexpected(p.error());
   tracer.changed(p->trace_id);
   ServeBase base = serve_base(store.dir(), true);
   json out = publish_result_json(*p, base);
+  // The version exists whatever the deploy says: its state and error are data in the result.
+  if (auto app = app_after_publish(store.dir(), p->result); !app.is_null()) out["app"] = std::move(app);
   return ToolOutput{std::move(out)};
 }
 
@@ -247,19 +253,22 @@ Result<ToolOutput> publish_list(CallContext& ctx, art::ArtifactStore& store, con
   auto list = store.list((*ws)->id);
   if (!list) return std::unexpected(list.error());
   ServeBase base = serve_base(store.dir(), false);  // a listing starts nothing
+  auto states = app_states(store.dir(), *list);
   json arts = json::array();
-  for (const auto& a : *list) arts.push_back(artifact_json(a, base.url));
+  for (const auto& a : *list) {
+    json j = artifact_json(a, base.url);
+    if (auto it = states.find(a.name); it != states.end()) j["app"] = it->second;
+    arts.push_back(std::move(j));
+  }
   json out = {{"workspace", (*ws)->id}, {"base_url", base.url}, {"artifacts", std::move(arts)}};
   if (!base.error.empty() && !list->empty()) out["serve_error"] = base.error;
   return ToolOutput{std::move(out)};
 }
 
-// publish_share and unpublish name an artifact, and artifact names are global to the state
-// directory: an agent may only change artifacts published from the workspace it works in (the
-// user's `kiln artifacts` on the command line can change any).
-// Another principal's artifact is answered as a missing one.
-Result<void> owned_by_session_workspace(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args,
-                                        const std::string& name) {
+}  // namespace
+
+Result<art::ArtifactInfo> owned_by_session_workspace(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store,
+                                                     const json& args, const std::string& name) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   auto a = store.get(name);
@@ -272,8 +281,10 @@ Result<void> owned_by_session_workspace(CallContext& ctx, RunTracer& tracer, art
                             "(workspace_open) to change it, or use `kiln artifacts` on the command line",
                             name, (*ws)->name));
   }
-  return {};
+  return std::move(**a);
 }
+
+namespace {
 
 Result<ToolOutput> publish_share(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
   art::ShareRequest req;
@@ -306,10 +317,9 @@ Result<ToolOutput> unpublish(CallContext& ctx, RunTracer& tracer, art::ArtifactS
   if (auto own = owned_by_session_workspace(ctx, tracer, store, args, name); !own) return std::unexpected(own.error());
   std::optional<int> version;
   if (args.contains("version")) version = args["version"].get<int>();
-  auto r = store.unpublish(name, version);
+  auto r = unpublish_artifact(store, name, version, args.value("delete_data", false));
   if (!r) return std::unexpected(r.error());
-  json removed = *r;
-  return ToolOutput{json{{"artifact", name}, {"removed", std::move(removed)}, {"artifact_removed", !version}}};
+  return ToolOutput{std::move(*r)};
 }
 
 }  // namespace

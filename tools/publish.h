@@ -17,6 +17,8 @@ namespace kiln::server {
 class RunTracer;
 class ToolRegistry;
 
+struct CallContext;
+
 // publish, publish_list, publish_share, unpublish (tools/publish.cpp).
 void register_publish_tools(ToolRegistry& registry, RunTracer& tracer, artifacts::ArtifactStore& store);
 
@@ -54,6 +56,14 @@ Result<TracedPublish> publish_traced(traces::TraceStore& traces, artifacts::Arti
 // (when it names one). A broken kiln.json is an error when something
 // was left to it: publishing "password" content publicly because its file had a typo is worse.
 Result<void> apply_publish_defaults(artifacts::ArtifactStore& store, artifacts::PublishRequest& req);
+
+// The artifact `name` as a tool that changes it may see it. Artifact names are global to the state
+// directory: an agent may only change artifacts published from the workspace it works in (the
+// user's `kiln artifacts` on the command line can change any). Another principal's artifact is
+// answered as a missing one.
+Result<artifacts::ArtifactInfo> owned_by_session_workspace(CallContext& ctx, RunTracer& tracer,
+                                                           artifacts::ArtifactStore& store,
+                                                           const nlohmann::json& args, const std::string& name);
 
 // The publish tool's structured result.
 nlohmann::json publish_result_json(const TracedPublish& p, const ServeBase& base);

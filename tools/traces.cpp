@@ -13,6 +13,11 @@
 
 namespace kiln::server {
 
+// The kinds whose trace holds a process's output: a command, a service's, an app's or a schedule run's.
+static bool has_output(const traces::TraceRecord& r) {
+  return r.kind == "exec" || r.kind == "service" || r.kind == "app" || r.kind == "schedule";
+}
+
 using nlohmann::json;
 
 json trace_summary(const traces::TraceRecord& r) {
@@ -65,7 +70,7 @@ Result<json> trace_document(traces::TraceStore& store, const std::string& id, st
       out["children"] = std::move(children);
     }
   }
-  if (((*rec)->kind == "exec" || (*rec)->kind == "service") && tail_bytes > 0) {
+  if (has_output(**rec) && tail_bytes > 0) {
     for (const char* stream : {"stdout", "stderr"}) {
       auto slice = store.read_output(id, stream, -static_cast<std::int64_t>(tail_bytes), tail_bytes);
       std::string text;
@@ -125,7 +130,7 @@ Result<ToolOutput> trace_output(CallContext& ctx, RunTracer& tracer, const json&
   if ((*rec)->kind == "verify")
     return fail(Errc::invalid_argument,
                 fmt::format("trace {} is a verify: its output lives in its steps; list them with trace_get (children)", id));
-  if ((*rec)->kind != "exec" && (*rec)->kind != "service")  // a service's trace holds its log
+  if (!has_output(**rec))  // a service's or app's trace holds its log
     return fail(Errc::invalid_argument,
                 fmt::format("trace {} is a {}: it has no output; trace_get shows what it did", id, (*rec)->kind));
   const bool running = (*rec)->status == "running";

@@ -6,6 +6,7 @@
 #include "artifacts/artifact_store.h"
 #include "mcp/session_state.h"
 #include "mcp/tool_registry.h"
+#include "tools/apps.h"
 #include "tools/publish.h"
 #include "tools/tools.h"
 #include "tools/traces.h"
@@ -128,13 +129,16 @@ json artifacts_of(const std::string& workspace_id) {
   auto list = g_artifacts->list(workspace_id);
   if (!list || list->empty()) return out;
   ServeBase base = serve_base(g_artifacts->dir(), false);
+  auto apps = app_states(g_artifacts->dir(), *list);
   for (const auto& a : *list) {
-    out.push_back({{"name", a.name},
-                   {"share", artifacts::to_string(a.share)},
-                   {"url", artifact_url(base.url, a.name)},
-                   {"latest", a.latest()},
-                   {"versions", a.versions.size()},
-                   {"expired", a.expired}});
+    json j = {{"name", a.name},
+              {"share", artifacts::to_string(a.share)},
+              {"url", artifact_url(base.url, a.name)},
+              {"latest", a.latest()},
+              {"versions", a.versions.size()},
+              {"expired", a.expired}};
+    if (auto it = apps.find(a.name); it != apps.end()) j["app"] = it->second;
+    out.push_back(std::move(j));
   }
   return out;
 }

@@ -70,7 +70,7 @@ bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
   return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return v == a; });
 }
 
-constexpr std::initializer_list<const char*> kKinds = {"exec", "verify", "publish", "service"};
+constexpr std::initializer_list<const char*> kKinds = {"exec", "verify", "publish", "service", "app", "schedule"};
 constexpr std::initializer_list<const char*> kStatuses = {"running", "pass", "fail", "error", "interrupted"};
 
 int64_t duration_between(const std::string& start, const std::string& end) {

@@ -479,6 +479,50 @@ Result<AppConfig> app_config_from_json(const json& j) {
   }
 }
 
+json to_json(const ServiceConfig& s) {
+  return json{{"name", s.name},
+              {"kind", to_string(s.kind)},
+              {"argv", s.argv},
+              {"display", s.display},
+              {"port", s.port},
+              {"ready", s.ready_path},
+              {"setup_argv", s.setup_argv},
+              {"setup_display", s.setup_display},
+              {"env", s.env},
+              {"cwd", s.cwd},
+              {"ready_timeout_s", s.ready_timeout_s},
+              {"description", s.description}};
+}
+
+Result<ServiceConfig> service_config_from_json(const json& j) {
+  try {
+    ServiceConfig s;
+    s.name = j.at("name").get<std::string>();
+    const std::string kind = j.at("kind").get<std::string>();
+    if (kind == "postgres") s.kind = ServiceKind::postgres;
+    else if (kind == "redis") s.kind = ServiceKind::redis;
+    else if (kind == "command") s.kind = ServiceKind::command;
+    else return fail(Errc::invalid_argument, fmt::format("stored service {} has an unknown kind {}", s.name, as_json(kind)));
+    s.argv = j.value("argv", std::vector<std::string>{});
+    s.display = j.value("display", "");
+    s.port = j.at("port").get<int>();
+    s.ready_path = j.value("ready", "");
+    s.setup_argv = j.value("setup_argv", std::vector<std::string>{});
+    s.setup_display = j.value("setup_display", "");
+    s.env = j.value("env", std::map<std::string, std::string>{});
+    s.cwd = j.value("cwd", "");
+    s.ready_timeout_s = j.value("ready_timeout_s", 60.0);
+    s.description = j.value("description", "");
+    if (!valid_service_name(s.name)) return fail(Errc::invalid_argument, fmt::format("stored service name {} is not valid", as_json(s.name)));
+    if (s.kind == ServiceKind::command && s.argv.empty())
+      return fail(Errc::invalid_argument, fmt::format("stored service {} has no command", s.name));
+    if (s.port <= 0 || s.port > 65535) return fail(Errc::invalid_argument, fmt::format("stored service {} has no port", s.name));
+    return s;
+  } catch (const json::exception& e) {
+    return fail(Errc::invalid_argument, fmt::format("stored service config is malformed: {}", e.what()));
+  }
+}
+
 std::string service_env_name(const std::string& service) {
   std::string out;
   for (char c : service) out += c == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));

@@ -60,6 +60,11 @@ struct ServiceConfig {
   std::string description;
 };
 
+// A service as JSON (every field, after defaults), for the configuration an app version stores,
+// and the inverse; a stored service was validated when it was made, so the inverse only checks shape.
+nlohmann::json to_json(const ServiceConfig& s);
+Result<ServiceConfig> service_config_from_json(const nlohmann::json& j);
+
 // Each field empty when kiln.json leaves it out; the publish tool supplies its own defaults.
 struct PublishConfig {
   std::string path;

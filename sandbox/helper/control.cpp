@@ -57,16 +57,44 @@ RecvResult recv_control(int fd, ControlMessage& msg) {
   return RecvResult::ok;
 }
 
-void ControlOut::send(const std::string& json) { queue_.push_back(json); }
+ControlOut::~ControlOut() {
+  for (auto& m : queue_)
+    if (m.fd >= 0) ::close(m.fd);
+}
+
+void ControlOut::send(const std::string& json) { queue_.push_back({json, -1}); }
+
+void ControlOut::send_fd(const std::string& json, int fd) {
+  queue_.push_back({json, fd});
+  ++fds_pending_;
+}
 
 bool ControlOut::flush() {
   while (!queue_.empty()) {
-    const std::string& m = queue_.front();
-    ssize_t n = ::send(fd_, m.data(), m.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    Out& m = queue_.front();
+    iovec iov{m.json.data(), m.json.size()};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
+    if (m.fd >= 0) {
+      mh.msg_control = buf;
+      mh.msg_controllen = sizeof buf;
+      cmsghdr* c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &m.fd, sizeof(int));
+    }
+    ssize_t n = ::sendmsg(fd_, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       return false;
+    }
+    if (m.fd >= 0) {
+      ::close(m.fd);  // the peer has its own copy now
+      --fds_pending_;
     }
     queue_.pop_front();
   }

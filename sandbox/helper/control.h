@@ -23,14 +23,26 @@ RecvResult recv_control(int fd, ControlMessage& msg);
 class ControlOut {
  public:
   explicit ControlOut(int fd) : fd_(fd) {}
+  ControlOut(const ControlOut&) = delete;
+  ControlOut& operator=(const ControlOut&) = delete;
+  ~ControlOut();
   void send(const std::string& json);
+  // Queues `json` with `fd` attached (SCM_RIGHTS); takes ownership and closes it once it is sent.
+  void send_fd(const std::string& json, int fd);
   // Returns false when the peer is gone.
   bool flush();
   bool pending() const { return !queue_.empty(); }
+  // Descriptors queued and not yet handed over (each is an open fd in this process).
+  std::size_t fds_pending() const { return fds_pending_; }
 
  private:
+  struct Out {
+    std::string json;
+    int fd = -1;
+  };
   int fd_;
-  std::deque<std::string> queue_;
+  std::deque<Out> queue_;
+  std::size_t fds_pending_ = 0;
 };
 
 }  // namespace kiln::helper

@@ -21,6 +21,7 @@
 
 #include "core/fd_io.h"
 #include "sandbox/helper/control.h"
+#include "sandbox/helper/loopback_connect.h"
 #include "sandbox/helper/proc_tree.h"
 #include "sandbox/helper/shepherd.h"
 #include "sandbox/helper/status.h"
@@ -54,6 +55,7 @@ class Supervisor {
   void handle(ControlMessage& msg);
   void start_exec(const nlohmann::json& j, ControlMessage& msg);
   void kill_exec(const nlohmann::json& j);
+  void connect_loopback(const nlohmann::json& j);
   void reap();
   void fork_spare();
   bool hand_to_spare(const ControlMessage& msg, ExecRecord& rec);
@@ -225,6 +227,9 @@ void Supervisor::handle(ControlMessage& msg) {
   } else if (op == "kill") {
     close_all();
     kill_exec(j);
+  } else if (op == "connect") {
+    close_all();
+    connect_loopback(j);
   } else if (op == "shutdown") {
     close_all();
     shutdown(0);
@@ -307,6 +312,21 @@ void Supervisor::kill_exec(const nlohmann::json& j) {
   ExecRecord& rec = it->second;
   // Once the command itself is reaped its pid may be reused, so its session no longer names it.
   signal_exec_tree(rec.shepherd, rec.exited ? 0 : rec.child, sig);
+}
+
+// Each connected socket stays open here until its reply is sent; past this many waiting for a
+// reader that does not read, new connects are refused rather than run pid 1 out of descriptors.
+constexpr std::size_t kMaxConnectsQueued = 512;
+
+void Supervisor::connect_loopback(const nlohmann::json& j) {
+  nlohmann::json id = j.contains("id") ? j["id"] : nlohmann::json();
+  if (!(id.is_number_integer() || id.is_string())) return error(id, "request", EINVAL, "connect needs an integer or string id");
+  if (out_.fds_pending() >= kMaxConnectsQueued)
+    return error(id, "connect", EAGAIN, "too many connections waiting to be handed over; read the replies first");
+  ConnectFailure why;
+  int s = loopback_connect(j, why);
+  if (s < 0) return error(id, why.step, why.err, why.message);
+  out_.send_fd(dump_json({{"op", "connected"}, {"id", id}}), s);
 }
 
 bool Supervisor::metering() const {

@@ -238,6 +238,7 @@ def checks(made):
                 "except OSError as e: print('host refused', e)" % port])
     check("network loopback: own listener works, host's unreachable",
           "SELF-OK" in r["stdout"] and "HOST-CONNECTED" not in r["stdout"], r["stdout"] + r["stderr"])
+    connect_checks(h, h3, port)
     h3.shutdown()
     lst.close()
 
@@ -267,6 +268,50 @@ time.sleep(100)
     timings(ws)
     os.unlink(secret)
     return summary()
+
+
+def finish_connect(sock):
+    """SO_ERROR of a non-blocking socket once it is writable (bounded wait)."""
+    import select
+    select.select([], [sock], [], 10)
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+
+
+def connect_checks(h_none, h_lo, host_port):
+    # The connect op: pid 1 connects to the sandbox's own 127.0.0.1 and hands the socket over.
+    id_, out, err, first = h_lo.spawn([PY, "-c", "import socket\ns=socket.socket(); s.bind(('127.0.0.1', 18181)); "
+                                       "s.listen(8); print('ready', flush=True)\nc, _ = s.accept(); c.sendall(c.recv(100))"])
+    deadline = time.time() + 10
+    while time.time() < deadline and b"ready" not in (out.seek(0) or out.read()):
+        time.sleep(0.05)
+    m = h_lo.connect(18181)
+    echoed = b""
+    if m["op"] == "connected" and len(m.get("_fds", [])) == 1:
+        c = socket.socket(fileno=m["_fds"][0])
+        if finish_connect(c) == 0:
+            c.setblocking(True)
+            c.settimeout(10)
+            c.sendall(b"through pid 1")
+            echoed = c.recv(100)
+        c.close()
+    check("connect op: a socket to the sandbox's own loopback listener, bytes both ways",
+          echoed == b"through pid 1", json.dumps({k: v for k, v in m.items()}))
+    h_lo.wait_for(id_, ("exited", "error"), 10)
+    # The host's listener on the same port number is not what pid 1 reaches.
+    m = h_lo.connect(host_port)
+    refused = m["op"] == "error" and m.get("errno") == 111
+    if m["op"] == "connected":
+        c = socket.socket(fileno=m["_fds"][0])
+        refused = finish_connect(c) == 111
+        c.close()
+    check("connect op: the host's loopback listener is not reachable (ECONNREFUSED)", refused, json.dumps(m))
+    bad = [h_lo.connect(p) for p in (0, 65536, "80")]
+    check("connect op: a bad port is refused naming it",
+          all(b["op"] == "error" and b["step"] == "request" and str(p) in b["error"]
+              for b, p in zip(bad, (0, 65536, '"80"'))), json.dumps(bad))
+    m = h_none.connect(18181)
+    check("connect op: network none (lo down) fails with ENETUNREACH", m["op"] == "error" and m["step"] == "connect"
+          and m.get("errno") == 101, json.dumps(m))
 
 
 def timings(ws):

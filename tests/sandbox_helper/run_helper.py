@@ -72,12 +72,17 @@ class Helper:
     def recv(self, timeout=None):
         self.sock.settimeout(timeout)
         try:
-            data = self.sock.recv(1 << 20)
+            data, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 4)
         finally:
             self.sock.settimeout(None)
         if not data:
+            for f in fds:
+                os.close(f)
             return None
-        return json.loads(data)
+        m = json.loads(data)
+        if fds:
+            m["_fds"] = fds  # the receiver owns them (a `connected` reply's socket)
+        return m
 
     def wait_for(self, id_, ops, timeout=60):
         deadline = time.time() + timeout
@@ -125,6 +130,13 @@ class Helper:
 
     def sh(self, script, **kw):
         return self.run(["/bin/sh", "-c", script], **kw)
+
+    def connect(self, port, timeout=10):
+        """The `connect` op; returns its reply (a `connected` one carries the socket in `_fds`)."""
+        id_ = self.next_id
+        self.next_id += 1
+        self.send({"op": "connect", "id": id_, "port": port})
+        return self.wait_for(id_, ("connected", "error"), timeout)
 
     def kill(self, id_, sig=9):
         self.send({"op": "kill", "id": id_, "signal": sig})

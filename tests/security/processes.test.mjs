@@ -182,3 +182,60 @@ test('case 13: nested user namespaces, io_uring, bpf, perf_event_open, userfault
   assert.doesNotMatch(i386.stdout, /int80_getpid/, `an i386 (int 0x80) syscall ran: ${i386.out}`);
   assert.ok([31, 11].includes(i386.signal), `int 0x80 must be killed (SIGSYS/SIGSEGV); got ${JSON.stringify({ exit: i386.exit_code, signal: i386.signal })}`);
 });
+
+// The host pids of every sandbox's pid 1 under this server: a kiln-sandbox whose parent is the
+// helper's outer process (also a kiln-sandbox).
+function sandboxInits(serverPid) {
+  const info = new Map();
+  for (const d of fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const m = /^\d+ \((.*)\) \S+ (\d+)/s.exec(stat);
+      if (m) info.set(Number(d), { comm: m[1], ppid: Number(m[2]) });
+    } catch { /* gone */ }
+  }
+  const isHelper = (p) => info.get(p)?.comm === 'kiln-sandbox';
+  return [...info.keys()].filter((p) => isHelper(p) && isHelper(info.get(p).ppid) && info.get(info.get(p).ppid).ppid === serverPid);
+}
+
+test('case 10 (control channel): user code cannot reach pid 1\'s control socket (the `connect` and `exec` ops)', async () => {
+  const getfd = [
+    'import ctypes', 'libc = ctypes.CDLL(None, use_errno=True)',
+    'pfd = libc.syscall(434, 1, 0)', // pidfd_open(1)
+    'got = [n for n in range(0, 64) if pfd >= 0 and libc.syscall(438, pfd, n, 0) >= 0]', // pidfd_getfd
+    'print("GETFD", pfd, got)',
+  ].join('\n');
+  await withSandbox(k, {}, async (id) => {
+    const r = await exec(k, [
+      // The names may be listable (to root inside), never openable: pid 1 is not dumpable.
+      'for f in /proc/1/fd/*; do (exec 9<"$f") 2>/dev/null && echo "OPENED $f"; (exec 9>>"$f") 2>/dev/null && echo "OPENED $f"; done',
+      'for f in /proc/[0-9]*/fd/*; do l=$(readlink "$f" 2>/dev/null) && echo "FD $f $l"; done',
+      `/usr/bin/python3 -c '${getfd}'`, 'echo END',
+    ].join('; '), { sandbox_id: id });
+    assert.match(r.stdout, /END/, r.out);
+    assert.doesNotMatch(r.stdout, /OPENED/, `an fd of pid 1 could be opened from inside:\n${r.out}`);
+    assert.match(r.stdout, /GETFD -?\d+ \[\]/, `pidfd_getfd took an fd of pid 1:\n${r.out}`);
+    // Control: the loop did read fds (its own); none of what user code can see is a socket, so the
+    // SEQPACKET control channel (and every connection pid 1 makes for `connect`) is out of reach.
+    assert.match(r.stdout, /^FD \/proc\/\d+\/fd\/0 /m, `the fd listing read nothing:\n${r.out}`);
+    const seen = r.stdout.split('\n').filter((l) => l.startsWith('FD '));
+    assert.deepEqual(seen.filter((l) => / socket:\[/.test(l)), [], `user code holds a socket:\n${r.out}`);
+    // Root can see pid 1's own fds from the host: its control socket is among them (the control of
+    // this check) and appears in no fd table inside.
+    if (isRoot) {
+      const inits = sandboxInits(k.pid);
+      assert.ok(inits.length > 0, 'no sandbox pid 1 found under the server');
+      const sockets = new Set();
+      for (const p of inits) {
+        for (const f of fs.readdirSync(`/proc/${p}/fd`)) {
+          try {
+            const l = fs.readlinkSync(`/proc/${p}/fd/${f}`);
+            if (l.startsWith('socket:')) sockets.add(l);
+          } catch { /* closed meanwhile */ }
+        }
+      }
+      assert.ok(sockets.size > 0, `pid 1 (${inits.join(', ')}) holds no socket: is this the control channel's process?`);
+      for (const l of seen) assert.ok(!sockets.has(l.split(' ')[2]), `user code holds pid 1's socket: ${l}`);
+    }
+  });
+});

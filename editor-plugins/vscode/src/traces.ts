@@ -14,7 +14,7 @@ const OUTPUT_DOC_LIMIT = 4 * 1024 * 1024;
 
 export interface TraceSummary {
   trace_id: string;
-  kind: 'exec' | 'verify' | 'publish' | 'service';
+  kind: 'exec' | 'verify' | 'publish' | 'service' | 'app' | 'schedule';
   status: 'running' | 'pass' | 'fail' | 'error' | 'interrupted';
   name?: string;
   command?: string;
@@ -130,9 +130,9 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
     md.appendMarkdown(`\nstarted ${t.started_at}${t.duration_ms != null ? `, ${t.duration_ms} ms` : ''}`);
     if (t.stop_reason && t.stop_reason !== 'exit') md.appendMarkdown(`, stopped: ${t.stop_reason}`);
     item.tooltip = md;
-    // A service's record says little; its output is its log, which is what people open it for.
+    // A service's or app's record says little; its output is its log, which is what people open it for.
     item.command =
-      t.kind === 'service'
+      t.kind === 'service' || t.kind === 'app'
         ? { command: 'kiln.openTraceOutput', title: 'Open Log', arguments: [t.trace_id] }
         : { command: 'kiln.openTrace', title: 'Open Trace', arguments: [t.trace_id] };
     return item;

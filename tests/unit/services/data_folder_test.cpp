@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 TEST_CASE("a data folder is 0700, identified for the helper, and locked while held") {
   kiln::test::TempDir state("kiln-svc-data-test");
-  auto a = open_data_folder(state.path, "ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0);
+  auto a = open_data_folder(state.path + "/services/ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0);
   REQUIRE(a);
   struct stat st {};
   REQUIRE(::stat(a->path.c_str(), &st) == 0);
@@ -28,25 +28,25 @@ TEST_CASE("a data folder is 0700, identified for the helper, and locked while he
   CHECK(a->bind.ino == std::uint64_t(st.st_ino));
   CHECK(a->path == state.path + "/services/ws_1/db/dev");
   // The same use is refused while held; the other use is a folder (and lock) of its own.
-  auto b = open_data_folder(state.path, "ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0);
+  auto b = open_data_folder(state.path + "/services/ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0);
   REQUIRE_FALSE(b);
   CHECK(b.error().code == kiln::Errc::conflict);
-  auto v = open_data_folder(state.path, "ws_1", "db", DataUse::verify, "/var/lib/kiln/services/db", 0);
+  auto v = open_data_folder(state.path + "/services/ws_1", "db", DataUse::verify, "/var/lib/kiln/services/db", 0);
   REQUIRE(v);
   CHECK(v->path != a->path);
   a->lock.reset();
-  CHECK(open_data_folder(state.path, "ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0));
+  CHECK(open_data_folder(state.path + "/services/ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0));
 }
 
 TEST_CASE("a waiting holder gets the lock when the first lets go") {
   kiln::test::TempDir state("kiln-svc-data-test");
-  auto a = open_data_folder(state.path, "ws_1", "db", DataUse::verify, "/var/lib/kiln/services/db", 0);
+  auto a = open_data_folder(state.path + "/services/ws_1", "db", DataUse::verify, "/var/lib/kiln/services/db", 0);
   REQUIRE(a);
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     a->lock.reset();
   });
-  auto b = open_data_folder(state.path, "ws_1", "db", DataUse::verify, "/var/lib/kiln/services/db", 10000);
+  auto b = open_data_folder(state.path + "/services/ws_1", "db", DataUse::verify, "/var/lib/kiln/services/db", 10000);
   release.join();
   CHECK(b);
 }
@@ -56,7 +56,7 @@ TEST_CASE("a symlink planted where the folder goes is not followed") {
   kiln::test::TempDir elsewhere("kiln-svc-data-elsewhere");
   fs::create_directories(state.path + "/services/ws_1/db");
   fs::create_directory_symlink(elsewhere.path, state.path + "/services/ws_1/db/dev");
-  auto a = open_data_folder(state.path, "ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0);
+  auto a = open_data_folder(state.path + "/services/ws_1", "db", DataUse::development, "/var/lib/kiln/services/db", 0);
   REQUIRE_FALSE(a);
   CHECK(a.error().message.find("without following links") != std::string::npos);
 }

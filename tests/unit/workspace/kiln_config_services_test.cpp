@@ -78,3 +78,40 @@ TEST_CASE("a check's services must be declared, and are kept on the check") {
   CHECK(has(e, "/verify/0/services/0"));
   CHECK(has(e, "no service named \"db\""));
 }
+
+TEST_CASE("a service survives the JSON an app version stores, field for field") {
+  auto r = parse_kiln_config(R"({"services": {
+    "db": {"kind": "postgres", "setup": ["node", "migrate.js"], "env": {"A": "1"}, "description": "main"},
+    "cache": {"kind": "redis", "port": 7000},
+    "api": {"run": "node server.js", "port": 3000, "ready": "/health", "cwd": "srv", "ready_timeout_s": 5}}})");
+  REQUIRE(r);
+  for (const auto& s : r->services) {
+    INFO(s.name);
+    auto back = kiln::server::service_config_from_json(kiln::server::to_json(s));
+    REQUIRE_MESSAGE(back.has_value(), (back ? "" : back.error().message));
+    CHECK(back->name == s.name);
+    CHECK(back->kind == s.kind);
+    CHECK(back->argv == s.argv);
+    CHECK(back->display == s.display);
+    CHECK(back->port == s.port);
+    CHECK(back->ready_path == s.ready_path);
+    CHECK(back->setup_argv == s.setup_argv);
+    CHECK(back->setup_display == s.setup_display);
+    CHECK(back->env == s.env);
+    CHECK(back->cwd == s.cwd);
+    CHECK(back->ready_timeout_s == s.ready_timeout_s);
+    CHECK(back->description == s.description);
+    CHECK(kiln::server::to_json(*back) == kiln::server::to_json(s));
+  }
+}
+
+TEST_CASE("stored service JSON of the wrong shape is refused, not half-read") {
+  using kiln::server::service_config_from_json;
+  CHECK_FALSE(service_config_from_json(nlohmann::json::object()));
+  CHECK_FALSE(service_config_from_json({{"name", "db"}, {"kind", "mysql"}, {"port", 1}}));
+  CHECK_FALSE(service_config_from_json({{"name", "api"}, {"kind", "command"}, {"port", 3000}}));  // no command
+  CHECK_FALSE(service_config_from_json({{"name", "db"}, {"kind", "postgres"}, {"port", "x"}}));
+  auto ok = service_config_from_json({{"name", "db"}, {"kind", "postgres"}, {"port", 5432}});
+  REQUIRE(ok);
+  CHECK(ok->kind == ServiceKind::postgres);
+}

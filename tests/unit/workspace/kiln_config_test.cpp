@@ -264,3 +264,54 @@ TEST_CASE("load_config keeps the raw document when valid and falls back to defau
   CHECK_FALSE(bad.typed.has_value());
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("the app section of TOOLS.md loads with its services, schedules and defaults") {
+  auto r = parse_kiln_config(R"({
+    "services": {"db": {"kind": "postgres"}},
+    "app": {"run": "node server.js", "services": ["db"], "idle_s": 0,
+            "schedules": [{"name": "digest", "cron": "0 8 * * *", "run": "node jobs/digest.js"}]}})");
+  REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().message));
+  REQUIRE(r->app.has_value());
+  const auto& app = *r->app;
+  CHECK(app.argv == std::vector<std::string>{"/bin/sh", "-c", "node server.js"});
+  CHECK(app.display == "node server.js");
+  CHECK(app.services == std::vector<std::string>{"db"});
+  CHECK(app.idle_s == 0);
+  CHECK(app.start_timeout_s == 30);
+  REQUIRE(app.schedules.size() == 1);
+  CHECK(app.schedules[0].name == "digest");
+  CHECK(app.schedules[0].cron == "0 8 * * *");
+  CHECK(app.schedules[0].argv == std::vector<std::string>{"/bin/sh", "-c", "node jobs/digest.js"});
+  CHECK(app.schedules[0].timeout_s == 600);
+  // What an app version stores reads back as the same configuration.
+  auto back = kiln::server::app_config_from_json(kiln::server::to_json(app));
+  REQUIRE(back);
+  CHECK(back->argv == app.argv);
+  CHECK(back->services == app.services);
+  CHECK(back->idle_s == 0);
+  REQUIRE(back->schedules.size() == 1);
+  CHECK(back->schedules[0].cron == "0 8 * * *");
+
+  auto none = parse_kiln_config(R"({"verify": []})");
+  REQUIRE(none);
+  CHECK_FALSE(none->app.has_value());
+  auto minimal = parse_kiln_config(R"({"app": {"run": ["node", "server.js"]}})");
+  REQUIRE(minimal);
+  REQUIRE(minimal->app.has_value());
+  CHECK(minimal->app->argv == std::vector<std::string>{"node", "server.js"});
+  CHECK(minimal->app->idle_s == 300);
+  CHECK(minimal->app->schedules.empty());
+}
+
+TEST_CASE("app mistakes name the path: an undeclared service, a schedule name twice, no run") {
+  CHECK(error_of(R"({"app": {"run": "x", "services": ["db"]}})") ==
+        R"(kiln.json: /app/services/0: no service named "db" in "services"; declare it there first)");
+  CHECK(error_of(R"({"services": {"db": {"kind": "redis"}}, "app": {"run": "x", "services": ["db", "cache"]}})") ==
+        R"(kiln.json: /app/services/1: no service named "cache" in "services"; declare it there first)");
+  CHECK(error_of(R"({"app": {"run": "x", "schedules": [{"name": "a", "cron": "@daily", "run": "y"},
+                                                          {"name": "a", "cron": "@hourly", "run": "z"}]}})") ==
+        R"(kiln.json: /app/schedules/1/name: schedule name "a" is already used by /app/schedules/0)");
+  const std::string no_run = error_of(R"({"app": {"services": []}})");
+  CHECK(no_run.starts_with("kiln.json: /app"));
+  CHECK(no_run.find("run") != std::string::npos);
+}

@@ -10,7 +10,7 @@ local levels = vim.log.levels
 local M = {}
 
 M.subcommands = { 'open', 'run', 'verify', 'traces', 'services', 'publish', 'log', 'restart', 'stop', 'status' }
-M.trace_kinds = { 'exec', 'verify', 'publish', 'service' }
+M.trace_kinds = { 'exec', 'verify', 'publish', 'service', 'app', 'schedule' }
 M.trace_statuses = { 'running', 'pass', 'fail', 'error', 'interrupted' }
 M.share_modes = { 'public', 'password', 'invite' }
 -- The tools this plugin calls; :checkhealth checks the server offers them.

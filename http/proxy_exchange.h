@@ -1,0 +1,107 @@
+// One proxied exchange of a connection (http/proxy.h): the upstream socket, the request streamed to
+// it and the response streamed back, or a 101 tunnel; fixed 64 KiB buffers each way, everything on
+// the connection's strand. proxy_exchange.cpp has the request side and the end, proxy_response.cpp
+// the response side. Pulls in Beast: include it from those files and proxy_session.cpp only.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include "http/connection.h"
+#include "http/proxy_headers.h"
+
+namespace kiln::server::http {
+
+class ProxyExchange : public std::enable_shared_from_this<ProxyExchange> {
+ public:
+  static constexpr std::size_t kChunk = 64 * 1024;
+
+  // Takes over the session's parsed request head (its body not read yet).
+  ProxyExchange(std::shared_ptr<Session> session, ProxyUpstream upstream);
+  ~ProxyExchange();  // reports to `done` if nothing did yet (the server torn down mid-way)
+  ProxyExchange(const ProxyExchange&) = delete;
+  ProxyExchange& operator=(const ProxyExchange&) = delete;
+
+  void start();
+  // The connection is closing under the exchange (hard shutdown): stop and report.
+  void cut();
+
+ private:
+  // How the connection goes on once the exchange is over.
+  enum class Handoff { keep, drain, close };
+
+  void on_connected(beast::error_code ec);
+  void on_head_sent(beast::error_code ec);
+  void begin_transfer();
+  void upload();
+  void on_client_body(beast::error_code ec);
+  void upload_complete();
+  void arm_response_timer();
+  void arm_idle_timer();
+  void touch() { last_activity_ = std::chrono::steady_clock::now(); }
+  // The upstream failed: a 502/504 of our own if the client has had nothing yet, else a cut.
+  void upstream_failed(int status, std::string_view text);
+  void close_upstream();
+  // Ends the exchange once: the upstream released or closed, `done` called, the connection handed
+  // back as soon as no read or write of ours is pending on it.
+  void conclude(Handoff how);
+  void hand_off();
+  bool client_busy() const { return client_reading_ || client_writing_; }
+  bool upstream_reusable() const;
+
+  void read_response_head();
+  void on_response_head(beast::error_code ec);
+  void download();
+  void on_upstream_body(beast::error_code ec);
+  void response_complete();
+  // While the answer streams: a reset means the client left; a request sent early stays buffered.
+  void watch_client();
+  void tunnel(const HeaderFields& fields, std::string_view reason);
+  void pipe_to_upstream();
+  void pipe_to_client();
+
+  std::shared_ptr<Session> s_;
+  ProxyUpstream up_;
+  net::posix::stream_descriptor upstream_;
+  beast::flat_buffer up_buffer_{2 * kChunk};  // the upstream's response head and what follows
+  std::optional<bhttp::request_parser<bhttp::buffer_body>> req_;
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> res_;
+  net::steady_timer idle_timer_;
+  net::steady_timer response_timer_;
+  std::chrono::steady_clock::time_point last_activity_;
+  std::array<char, kChunk> up_chunk_{};    // client -> upstream
+  std::array<char, kChunk> down_chunk_{};  // upstream -> client
+  std::string up_head_, up_frame_, up_tail_;
+  std::string down_head_, down_frame_, down_tail_;
+  BodyFraming up_framing_ = BodyFraming::none;
+  ProxyOutcome outcome_;
+  Handoff handoff_ = Handoff::close;
+  bool reported_ = false;
+  bool ended_ = false;
+  bool handed_off_ = false;
+  bool upstream_closed_ = false;
+  bool client_reading_ = false;
+  bool client_writing_ = false;
+  bool upload_done_ = false;    // the whole request body went upstream
+  bool head_received_ = false;  // the upstream's response head
+  bool head_sent_ = false;      // a response head went to the client
+  bool response_done_ = false;
+  bool chunked_down_ = false;
+  bool upgrade_ = false;
+  bool tunnel_ = false;
+  bool head_request_ = false;
+  bool expect_continue_ = false;
+  bool keep_client_ = true;
+};
+
+}  // namespace kiln::server::http

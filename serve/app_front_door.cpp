@@ -1,0 +1,135 @@
+// The front door's rules: /a/NAME/... of an app (but not Kiln's own /a/NAME/_kiln/ pages, which the
+// artifact router serves) is admitted by the share mode, then forwarded with the /a/NAME prefix
+// removed, the forwarding headers and X-Kiln-User set, and Kiln's cookie, the Authorization
+// header, the invite token and every client-sent X-Kiln-* header gone.
+#include "serve/app_front_door.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "artifacts/artifact_store.h"
+#include "serve/app_supervisor.h"
+#include "serve/pages.h"
+
+namespace kiln::server::apps {
+namespace {
+
+// A few threads for admission: a slow password check or a waking app never holds an io thread.
+class WorkQueue {
+ public:
+  explicit WorkQueue(int n) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this](std::stop_token st) {
+        for (;;) {
+          std::function<void()> job;
+          {
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, st, [this] { return !jobs_.empty(); });
+            if (jobs_.empty()) return;
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+          }
+          job();
+        }
+      });
+  }
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::jthread> threads_;
+};
+
+// "/a/NAME/..." -> NAME when the rest is the app's (not /a/NAME/_kiln/...); empty otherwise.
+std::string_view app_name_of(std::string_view target) {
+  if (!target.starts_with("/a/")) return {};
+  std::string_view rest = target.substr(3);
+  std::size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || slash == 0) return {};  // "/a/NAME" is redirected by the router
+  std::string_view name = rest.substr(0, slash);
+  std::string_view after = rest.substr(slash + 1);
+  if (after.starts_with("_kiln/") || after == "_kiln" || after.starts_with("_kiln?")) return {};
+  return artifacts::valid_artifact_name(name) ? name : std::string_view{};
+}
+
+http::Response error_page(int status, const std::string& why, int retry_after_s, bool head) {
+  http::Response r;
+  r.status = status;
+  r.head = head;
+  r.body = message_page(status, status == 502 ? "The app is not answering" : status == 404 ? "Not found"
+                                                                                              : "The app is not ready",
+                        why);
+  r.headers.emplace_back("Content-Type", "text/html; charset=utf-8");
+  r.headers.emplace_back("Cache-Control", "no-store");
+  if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+  return r;
+}
+
+}  // namespace
+
+http::ProxyRoute app_route(Supervisor& supervisor, const http::RouterContext& ctx) {
+  auto queue = std::make_shared<WorkQueue>(4);
+  http::ProxyRoute route;
+  route.claims = [&supervisor](const http::Request& head) {
+    std::string_view name = app_name_of(head.target);
+    return !name.empty() && supervisor.is_app(name);
+  };
+  route.decide = [&supervisor, &ctx, queue](const http::Request& head,
+                                             std::function<void(http::ProxyDecision)> reply) {
+    queue->post([&supervisor, &ctx, head, reply = std::move(reply)]() mutable {
+      auto admission = http::admit_app(head, ctx);
+      if (admission.answer) {
+        http::ProxyDecision d;
+        d.answer = std::move(*admission.answer);
+        reply(std::move(d));
+        return;
+      }
+      const bool is_head = head.method == "HEAD";
+      std::string name = admission.name;
+      supervisor.acquire(name, [&supervisor, head, admission = std::move(admission), reply = std::move(reply),
+                                is_head](Upstream u) mutable {
+        http::ProxyDecision d;
+        if (!u.fd) {
+          d.answer = error_page(u.status ? u.status : 502, u.why, u.retry_after_s, is_head);
+          reply(std::move(d));
+          return;
+        }
+        http::ProxyUpstream up;
+        up.fd = std::move(u.fd);
+        up.target = admission.target;
+        // Kiln's credentials and anything claiming to come from Kiln stay out; the client's
+        // forwarding headers are replaced, never appended to.
+        up.drop_headers = {"authorization", "cookie", "forwarded", "x-forwarded-for", "x-forwarded-host",
+                           "x-forwarded-proto", "x-forwarded-prefix", "x-real-ip"};
+        up.drop_prefixes = {"x-kiln-"};
+        up.set_headers = {{"X-Forwarded-Prefix", "/a/" + admission.name},
+                          {"X-Forwarded-Host", head.host},
+                          {"X-Forwarded-Proto", "http"},
+                          {"X-Forwarded-For", head.client},
+                          {"X-Kiln-User", admission.user}};
+        if (!admission.cookie.empty()) up.set_headers.emplace_back("Cookie", admission.cookie);
+        up.response_timeout = std::chrono::seconds(std::max(1, u.max_wait_s));
+        up.done = [&supervisor, name = admission.name](http::ProxyOutcome o) {
+          supervisor.release(name, std::move(o.reusable), o.upstream_failed);
+        };
+        d.upstream = std::move(up);
+        reply(std::move(d));
+      });
+    });
+  };
+  return route;
+}
+
+}  // namespace kiln::server::apps
