@@ -65,7 +65,7 @@ function tryConnect(host, port) {
 }
 
 // Looks for a file name anywhere this process can see (bounded), outside /proc, /sys, /dev, /usr.
-function findName(needle, limit = 200000) {
+function findName(needle, limit = 500000) {
   const found = [];
   let seen = 0;
   const walk = (dir) => {
@@ -80,7 +80,7 @@ function findName(needle, limit = 200000) {
     }
   };
   walk('/');
-  return { found, seen };
+  return { found, seen, truncated: seen > limit };
 }
 
 async function route(req, res) {
