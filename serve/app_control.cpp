@@ -84,10 +84,10 @@ http::Endpoint control_endpoint(Supervisor& supervisor, std::string token) {
                                                        "schedule_run, stop, export", op)}});
     }
     // Long work: the answer streams when it is done, from a thread of its own.
-    http::Response r;
-    r.headers.emplace_back("Content-Type", "application/json");
-    r.headers.emplace_back("Cache-Control", "no-store");
-    r.stream_start = [work = std::move(work)](std::shared_ptr<http::BodyStream> out) {
+    http::Response streamed;
+    streamed.headers.emplace_back("Content-Type", "application/json");
+    streamed.headers.emplace_back("Cache-Control", "no-store");
+    streamed.stream_start = [work = std::move(work)](std::shared_ptr<http::BodyStream> out) {
       std::thread([work, out] {
         auto res = work();
         json j = res ? *res : json{{"error", res.error().message}, {"code", code_name(res.error().code)}};
@@ -95,7 +95,7 @@ http::Endpoint control_endpoint(Supervisor& supervisor, std::string token) {
         out->end();
       }).detach();
     };
-    return r;
+    return streamed;
   };
   return e;
 }

@@ -236,15 +236,15 @@ Result<void> Supervisor::Impl::bring_up(App& app, bool web, std::stop_token stop
       prepared = *p;
     }
     policy->hosts_services = true;  // the app's own loopback is up even without services
-    auto created = opt.sandboxes->create(*policy, stop);
+    auto created = creator.run([&] { return opt.sandboxes->create(*policy, stop); });
     if (!created) return failed(created.error(), false);
     {
       std::lock_guard lock(app.mu);
-      app.sandbox_id = created->id;
+      app.sandbox_id = created->sandbox_id;
       app.env_up = true;
     }
     if (prepared) {
-      auto started = opt.services->start(prepared, created->id, stop);
+      auto started = opt.services->start(prepared, created->sandbox_id, stop);
       if (!started) return failed(started.error(), true);
     }
     drop_old_versions(dir, version);
@@ -322,7 +322,10 @@ Result<void> Supervisor::Impl::bring_up(App& app, bool web, std::stop_token stop
       if (app.generation != generation || app.state == AppState::crashed) break;
     }
     auto fd = connect(app, std::chrono::milliseconds(500));
-    if (fd && connected(fd->get(), 500) && (config.ready_path.empty() || http_ready(fd->get(), config.ready_path, 2000))) {
+    if (!fd) {
+      spdlog::debug("apps: {} not ready yet: {}", name, fd.error().message);
+    } else if (connected(fd->get(), 500) &&
+               (config.ready_path.empty() || http_ready(fd->get(), config.ready_path, 2000))) {
       ready = true;
       break;
     }

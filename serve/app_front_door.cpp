@@ -4,53 +4,16 @@
 // header, the invite token and every client-sent X-Kiln-* header gone.
 #include "serve/app_front_door.h"
 
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "artifacts/artifact_store.h"
 #include "serve/app_supervisor.h"
 #include "serve/pages.h"
+#include "serve/work_queue.h"
 
 namespace kiln::server::apps {
 namespace {
-
-// A few threads for admission: a slow password check or a waking app never holds an io thread.
-class WorkQueue {
- public:
-  explicit WorkQueue(int n) {
-    for (int i = 0; i < n; ++i)
-      threads_.emplace_back([this](std::stop_token st) {
-        for (;;) {
-          std::function<void()> job;
-          {
-            std::unique_lock lock(mu_);
-            cv_.wait(lock, st, [this] { return !jobs_.empty(); });
-            if (jobs_.empty()) return;
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
-          }
-          job();
-        }
-      });
-  }
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard lock(mu_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable_any cv_;
-  std::deque<std::function<void()>> jobs_;
-  std::vector<std::jthread> threads_;
-};
 
 // "/a/NAME/..." -> NAME when the rest is the app's (not /a/NAME/_kiln/...); empty otherwise.
 std::string_view app_name_of(std::string_view target) {
@@ -68,7 +31,7 @@ http::Response error_page(int status, const std::string& why, int retry_after_s,
   http::Response r;
   r.status = status;
   r.head = head;
-  r.body = message_page(status, status == 502 ? "The app is not answering" : status == 404 ? "Not found"
+  r.body = http::message_page(status, status == 502 ? "The app is not answering" : status == 404 ? "Not found"
                                                                                               : "The app is not ready",
                         why);
   r.headers.emplace_back("Content-Type", "text/html; charset=utf-8");

@@ -16,6 +16,7 @@
 #include "db/database.h"
 #include "serve/app_supervisor.h"
 #include "serve/cron.h"
+#include "serve/work_queue.h"
 #include "workspace/kiln_config.h"
 
 namespace kiln::server::apps {
@@ -85,6 +86,8 @@ struct Supervisor::Impl : std::enable_shared_from_this<Supervisor::Impl> {
   std::mutex threads_mu;
   std::vector<std::jthread> threads;  // lifecycle and schedule work, joined at shutdown
   std::jthread ticker;
+  // Every app sandbox is created here: its helper dies with the thread that started it.
+  WorkQueue creator{1};
   std::atomic<bool> stopping{false};
 
   // ---- app_supervisor.cpp ----

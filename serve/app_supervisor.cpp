@@ -61,6 +61,20 @@ Result<std::unique_ptr<Supervisor>> Supervisor::open(SupervisorOptions options) 
   std::filesystem::create_directories(impl->opt.state_dir + "/apps", ec);
   if (ec) return fail(Errc::io, fmt::format("cannot create {}/apps: {}", impl->opt.state_dir, ec.message()));
   if (auto ok = impl->open_db(); !ok) return std::unexpected(ok.error());
+  // A sandbox that is gone (its helper killed from outside, a limit) takes the app's environment
+  // with it: the next start makes a new one.
+  impl->opt.sandboxes->on_sandbox_gone([weak = std::weak_ptr<Impl>(impl)](const std::string& id) {
+    auto self = weak.lock();
+    if (!self) return;
+    std::lock_guard lock(self->mu);
+    for (auto& [name, app] : self->apps) {
+      std::lock_guard al(app->mu);
+      if (app->sandbox_id != id) continue;
+      app->env_up = false;
+      app->sandbox_id.clear();
+      app->idle_fds.clear();
+    }
+  });
   return std::unique_ptr<Supervisor>(new Supervisor(std::move(impl)));
 }
 

@@ -216,7 +216,7 @@ sandboxTest('schedule_run runs a job in the app environment, traced, and never o
   const trace = await k.ok('trace_get', { trace_id: run.trace_id });
   assert.equal(trace.trace.kind, 'schedule');
   const out = await k.ok('trace_output', { trace_id: run.trace_id, stream: 'stdout', offset: 0 });
-  assert.match(out.text, /wrote/);
+  assert.match(out.data, /wrote/);
   const status = await k.ok('app_status', { artifact: 'jobs' });
   const digest = status.schedules.find((s) => s.name === 'digest');
   assert.equal(digest.last_run?.trace_id, run.trace_id);
