@@ -2,8 +2,9 @@
 // echo app (tests/lib/echo_app.cjs) is published three times (public, password, invite) and logs
 // every request it gets in its data folder, so a refused request that left a line there reached it.
 // Then the headers the app sees, 50 MB each way with kiln serve's memory watched, WebSocket,
-// keep-alive, and files that are read-only while KILN_DATA_DIR is not. Skipped when the sandbox
-// cannot run here (failed under KILN_REQUIRE_SANDBOX=1).
+// keep-alive, files that are read-only while KILN_DATA_DIR is not, a sleeping app that refused
+// requests do not wake, and a hung app that holds up nobody else while its own limits answer.
+// Skipped when the sandbox cannot run here (failed under KILN_REQUIRE_SANDBOX=1).
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -20,9 +21,14 @@ import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const PASSWORD = 'app door pass 731';
 const mark = () => `m${crypto.randomBytes(5).toString('hex')}`;
-const ws = appWorkspace();
+const ws = appWorkspace({ files: { 'site/index.html': '<p>static next door</p>\n' } });
 const k = await startAppKiln({ ws });
 after(() => k.stop());
+// A second workspace on the same state dir (and so the same kiln serve): an app that sleeps after
+// 2 s idle, takes 4 requests at once and 2 s to start answering.
+const tightWs = appWorkspace({ app: { idle_s: 2, max_connections: 4, request_timeout_s: 2 } });
+let tight;
+after(() => tight?.close());
 const gate = await probeSandbox('apps front door e2e', k.call);
 
 // Published once, on first use: the same files as three apps behind the three share modes.
@@ -351,4 +357,57 @@ gate.test('the app\'s files are read-only; KILN_DATA_DIR is writable and kept on
   assert.equal(fs.readFileSync(path.join(st.data_dir, 'written.txt'), 'utf8'), 'data ok', 'the data folder on the host holds the app\'s file');
   const again = await request(base, '/a/pub/echo');
   assert.equal(again.status, 200, 'the app still answers (server.js was not replaced)');
+});
+
+async function tightApp() {
+  await setup();
+  if (tight) return tight;
+  tight = await startAppKiln({ ws: tightWs, home: k.home });
+  const pub = await publishApp(tight, { name: 'tight', share: 'invite', invite: ['erin'] });
+  assert.equal(pub.base, apps.base, 'the second session found the same kiln serve');
+  await waitForState(tight, 'tight');
+  const u = new URL(pub.invites[0].url);
+  const r = await request(apps.base, u.pathname + u.search);
+  assert.equal(r.status, 303);
+  tight.cookie = cookieOf(r);
+  return tight;
+}
+
+gate.test('a sleeping app stays asleep for refused requests and wakes for an admitted one', async () => {
+  const t = await tightApp();
+  const asleep = await waitForState(t, 'tight', ['sleeping'], 60000);
+  const linesBefore = (await appRequests(t, 'tight')).length;
+  for (const opts of [{}, { headers: { Cookie: 'kiln_session=forged0123456789' } }, { headers: { 'X-Kiln-User': 'erin' } }]) {
+    const r = await request(apps.base, `/a/tight/echo?${mark()}`, opts);
+    assert.equal(r.status, 403, `refused: ${r.status}`);
+  }
+  const still = await t.ok('app_status', { artifact: 'tight' });
+  assert.equal(still.state, 'sleeping', `a refused request woke the app: ${JSON.stringify(still)}`);
+  assert.equal(still.started_at, asleep.started_at, 'the app was started again by refused requests');
+  assert.equal((await appRequests(t, 'tight')).length, linesBefore, 'refused requests reached the sleeping app');
+  const woke = await request(apps.base, '/a/tight/echo', { headers: { Cookie: t.cookie } });
+  assert.equal(woke.status, 200, `the admitted request that wakes the app: ${woke.status} ${woke.text.slice(0, 200)}`);
+  assert.equal(JSON.parse(woke.text).headers['x-kiln-user'], 'erin');
+});
+
+gate.test('a hung app holds up nobody else; its own limits answer 503 and 504', async () => {
+  const t = await tightApp();
+  const { base } = apps;
+  // Awake first: requests that wake a sleeping app wait in a queue of their own.
+  assert.equal((await request(base, '/a/tight/echo', { headers: { Cookie: t.cookie } })).status, 200);
+  const hung = [];
+  for (let i = 0; i < 6; i++) hung.push(request(base, `/a/tight/hang?${i}`, { headers: { Cookie: t.cookie } }).catch((e) => ({ status: e.message })));
+  // While tight hangs: the other apps, a static artifact and kiln serve itself answer.
+  await k.ok('publish', { path: 'site', name: 'next-door', share: 'public' });
+  for (const [target, opts] of [['/a/pub/echo', {}], ['/a/pw/echo', { headers: { Authorization: basicAuth(PASSWORD) } }],
+    ['/a/next-door/', {}], ['/healthz', {}]]) {
+    const r = await request(base, target, opts);
+    assert.equal(r.status, 200, `${target} while another app hangs: ${r.status}`);
+  }
+  const statuses = (await Promise.all(hung)).map((r) => r.status);
+  assert.ok(statuses.every((s) => s === 503 || s === 504), `the hung requests: ${statuses}`);
+  assert.ok(statuses.includes(504), `none of the hung requests timed out with 504 (request_timeout_s 2): ${statuses}`);
+  assert.ok(statuses.includes(503), `6 requests to an app with max_connections 4 all got in: ${statuses}`);
+  const later = await request(base, '/a/tight/echo', { headers: { Cookie: t.cookie } });
+  assert.equal(later.status, 200, `tight answers again once the hung requests are gone: ${later.status}`);
 });

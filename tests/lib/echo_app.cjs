@@ -87,6 +87,7 @@ async function route(req, res) {
   const url = new URL(req.url, 'http://app.invalid');
   const user = req.headers['x-kiln-user'];
   if (url.pathname === '/health') return send(res, 200, 'ok', 'text/plain');
+  if (url.pathname === '/hang') return undefined;  // never answers: a hung app
   if (url.pathname === '/echo') {
     const body = await readBody(req);
     return send(res, 200, {
