@@ -27,6 +27,7 @@ export function appWorkspace({ app = {}, services, files = {}, prefix = 'kiln-ap
   if (services) config.services = services;
   fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify(config, null, 2));
   fs.writeFileSync(path.join(ws, 'server.js'), echoAppSource);
+  fs.writeFileSync(path.join(ws, 'pattern.bin'), patternBlock());
   for (const [rel, body] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(ws, rel)), { recursive: true });
     fs.writeFileSync(path.join(ws, rel), body);
@@ -94,7 +95,7 @@ export async function appRequests(k, artifact) {
   return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 }
 
-// What the app generates for /download, for the test to compare: the same 64 KiB block.
+// The 64 KiB block the app repeats for /download (it reads it from pattern.bin).
 export function patternBlock() {
   const b = Buffer.alloc(64 * 1024);
   let x = 0x2545f491;

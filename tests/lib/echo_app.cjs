@@ -27,16 +27,8 @@ function send(res, status, body, type = 'application/json') {
 
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-// The same bytes the tests generate: a 64 KiB block from a fixed seed, repeated.
-function block() {
-  const b = Buffer.alloc(64 * 1024);
-  let x = 0x2545f491;
-  for (let i = 0; i < b.length; i++) {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    b[i] = x & 0xff;
-  }
-  return b;
-}
+// The 64 KiB block /download repeats: the tests wrote it next to us, and know its hash.
+const block = () => fs.readFileSync(path.join(__dirname, 'pattern.bin'));
 
 function readBody(req) {
   return new Promise((resolve, reject) => {
