@@ -411,3 +411,13 @@ gate.test('a hung app holds up nobody else; its own limits answer 503 and 504', 
   const later = await request(base, '/a/tight/echo', { headers: { Cookie: t.cookie } });
   assert.equal(later.status, 200, `tight answers again once the hung requests are gone: ${later.status}`);
 });
+
+gate.test('a burst of requests that wakes a sleeping app is held to max_connections too', async () => {
+  const t = await tightApp();
+  await waitForState(t, 'tight', ['sleeping'], 60000);
+  const hung = [];
+  for (let i = 0; i < 6; i++) hung.push(request(apps.base, `/a/tight/hang?wake${i}`, { headers: { Cookie: t.cookie } }).catch((e) => ({ status: e.message })));
+  const statuses = (await Promise.all(hung)).map((r) => r.status);
+  assert.ok(statuses.every((s) => s === 503 || s === 504), `the hung requests: ${statuses}`);
+  assert.ok(statuses.includes(503), `6 requests that woke an app with max_connections 4 all got in: ${statuses}`);
+});
