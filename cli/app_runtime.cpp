@@ -59,7 +59,8 @@ Result<AppRuntime*> open_app_runtime(const AppRuntimeOptions& options) {
   return rt.release();
 }
 
-Result<void> attach_apps(AppRuntime& rt, server::http::ServerOptions& so, const server::http::RouterContext& ctx) {
+Result<void> attach_apps(AppRuntime& rt, server::http::ServerOptions& so, server::http::RouterContext& ctx) {
+  ctx.is_app = [sup = rt.supervisor.get()](std::string_view name) { return sup->is_app(name); };
   so.proxy = server::apps::app_route(*rt.supervisor, ctx);
   so.endpoints.push_back(server::apps::control_endpoint(*rt.supervisor, rt.token));
   return {};

@@ -26,8 +26,9 @@ struct AppRuntimeOptions {
 
 // Never destroyed before the process ends its server: the listener's route holds references.
 Result<AppRuntime*> open_app_runtime(const AppRuntimeOptions& options);
-// Adds the app route and the control endpoint to the listener's options.
-Result<void> attach_apps(AppRuntime& rt, server::http::ServerOptions& so, const server::http::RouterContext& ctx);
+// Adds the app route and the control endpoint to the listener's options, and tells the router
+// which artifacts are apps.
+Result<void> attach_apps(AppRuntime& rt, server::http::ServerOptions& so, server::http::RouterContext& ctx);
 // After the bind: the URL apps are reached at; then loads the apps and starts the awake ones.
 void start_apps(AppRuntime& rt, const std::string& base_url);
 // Stops every app cleanly (their data stays).

@@ -1,5 +1,6 @@
 // `kiln artifacts`: reads the artifact store in the state directory itself (WAL lets it read while a
-// server writes); only new invite links start `kiln serve`, since they are URLs that must work.
+// server writes); only new invite links start `kiln serve`, since they are URLs that must work, and
+// removing an app asks kiln serve to stop it first.
 #include "cli/artifacts_command.h"
 
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 
 #include "cli/report.h"
 #include "cli/share_input.h"
+#include "tools/apps.h"
 #include "tools/publish.h"
 #include "workspace/state_store.h"
 
@@ -120,11 +122,12 @@ int manage_artifacts(const ArtifactsOptions& o, const std::string& state_dir) {
     return 0;
   }
   if (o.action == "rm") {
-    auto r = (*store)->unpublish(o.name, o.version);
+    auto r = server::unpublish_artifact(**store, o.name, o.version, o.delete_data);
     if (!r) return report(r.error());
     std::string nums;
-    for (int v : *r) nums += fmt::format("{}v{}", nums.empty() ? "" : ", ", v);
+    for (int v : (*r)["removed"]) nums += fmt::format("{}v{}", nums.empty() ? "" : ", ", v);
     std::fprintf(stderr, "kiln: removed %s%s%s\n", o.name.c_str(), nums.empty() ? "" : " ", nums.c_str());
+    if (r->contains("app")) std::fprintf(stderr, "kiln: %s\n", (*r)["app"].value("note", "").c_str());
     return 0;
   }
   return usage("kiln artifacts needs a subcommand: list, show, share or rm");
@@ -149,6 +152,8 @@ CLI::App& ArtifactsCommand::configure(CLI::App& app) {
       ->check(CLI::Range(std::int64_t(1), kMaxExpiresInS));
   rm_ = artifacts->add_subcommand("rm", "Remove an artifact, or one version of it");
   rm_->add_option("--version", version_, "Only this version")->check(CLI::PositiveNumber);
+  rm_->add_flag("--delete-data", o.delete_data,
+                "For an app removed whole: also delete its data (databases, data folder); kept by default");
   for (auto* sub : {show_, share_, rm_}) sub->add_option("name", o.name, "Artifact name");
   for (auto* sub : {list_, show_, share_}) sub->add_flag("--json", o.json, "Print JSON");
   return *artifacts;

@@ -21,6 +21,7 @@ struct ArtifactsOptions {
   std::optional<std::int64_t> expires_in_s;
   std::optional<std::int64_t> invite_expires_in_s;  // of the invites created by this command
   std::optional<int> version;
+  bool delete_data = false;  // rm of an app: also delete its data (whole artifact only)
   bool json = false;
 };
 

@@ -12,6 +12,7 @@
 #include "cli/report.h"
 #include "cli/share_input.h"
 #include "mcp/principal.h"
+#include "tools/apps.h"
 #include "tools/publish.h"
 #include "traces/trace_store.h"
 #include "workspace/root.h"
@@ -74,12 +75,16 @@ int publish_path(const PublishOptions& o, const std::string& state_dir) {
   req.expires_in_s = o.expires_in_s;
   req.invite_expires_in_s = o.invite_expires_in_s;
   if (auto d = apply_publish_defaults(**store, req); !d) return report(d.error());
+  if (o.app) {
+    if (auto a = server::apply_app_config(req); !a) return report(a.error());
+  }
   auto p = publish_traced(**traces, **store, std::move(req), json{{"name", "kiln-cli"}, {"version", KILN_VERSION}},
                           local_principal());
   if (!p) return report(p.error());
   ServeBase base = serve_base(state_dir, true);
   json out = publish_result_json(*p, base);
   const auto& r = p->result;
+  if (auto app = server::app_after_publish(state_dir, r); !app.is_null()) out["app"] = std::move(app);
   if (o.json) {
     std::printf("%s\n", dump_json(out).c_str());
   } else {
@@ -91,6 +96,12 @@ int publish_path(const PublishOptions& o, const std::string& state_dir) {
       std::fprintf(stderr, "kiln: %llu symlink(s) skipped\n", static_cast<unsigned long long>(r.skipped_symlinks));
     std::printf("%s\n", out["url"].get<std::string>().c_str());
     print_invite_links(out["invites"]);
+    if (out.contains("app")) {
+      const json& app = out["app"];
+      std::fprintf(stderr, "kiln: app %s: %s%s%s\n", r.artifact.name.c_str(), app.value("state", "unknown").c_str(),
+                   app.contains("last_error") || app.contains("error") ? ": " : "",
+                   app.value("last_error", app.value("error", "")).c_str());
+    }
   }
   if (!base.error.empty()) std::fprintf(stderr, "kiln: no server answers these URLs yet: %s\n", base.error.c_str());
   return 0;
@@ -113,6 +124,8 @@ CLI::App& PublishCommand::configure(CLI::App& app) {
   app_->add_option("--invite-expires-in", invite_expires_, "The new invite links stop working after this many seconds")
       ->check(CLI::Range(std::int64_t(1), kMaxExpiresInS));
   app_->add_option("--workspace,-w", o.workspace, "Workspace folder (default: the current directory)");
+  app_->add_flag("--app", o.app,
+                 "Publish the folder as an app: kiln.json's \"app\" server, kept running by kiln serve with its data");
   app_->add_flag("--json", o.json, "Print the result as JSON");
   return *app_;
 }

@@ -20,6 +20,7 @@ struct PublishOptions {
   std::vector<std::string> invites;
   std::optional<std::int64_t> expires_in_s;
   std::optional<std::int64_t> invite_expires_in_s;  // of the invites created by this command
+  bool app = false;  // --app: publish as an app (kiln.json "app"), deployed at once
   bool json = false;
 };
 

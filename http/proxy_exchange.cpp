@@ -181,7 +181,7 @@ void ProxyExchange::upstream_failed(int status, std::string_view text) {
   close_upstream();
   if (head_sent_ || client_writing_) return conclude(Handoff::close);  // too late for an answer of our own
   // With the whole request read the connection can go on; else what is left of the body is drained.
-  bool keep = keep_client_ && upload_done_;
+  bool keep = keep_client_ && req_->is_done();
   outcome_.status = status;
   head_sent_ = true;
   down_head_ = proxy_error_message(status, text, !keep);

@@ -64,7 +64,8 @@ class ProxyExchange : public std::enable_shared_from_this<ProxyExchange> {
   void download();
   void on_upstream_body(beast::error_code ec);
   void response_complete();
-  // While the answer streams: a reset means the client left; a request sent early stays buffered.
+  // While the answer is awaited or streams: a close or reset means the client left; a request sent
+  // early stays buffered for the session.
   void watch_client();
   void tunnel(const HeaderFields& fields, std::string_view reason);
   void pipe_to_upstream();

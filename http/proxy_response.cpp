@@ -125,11 +125,8 @@ void ProxyExchange::watch_client() {
     self->client_reading_ = false;
     self->s_->buffer_.commit(n);  // a request sent early stays for the session's parser
     if (self->ended_) return self->hand_off();
-    if (e == net::error::eof) {
-      self->keep_client_ = false;  // it will send nothing more; the answer still goes out
-      return;
-    }
-    if (e) return self->conclude(Handoff::close);  // reset: the client left
+    // Closed or reset: the client gave up (as nginx does, a half-close counts as leaving).
+    if (e) return self->conclude(Handoff::close);
     self->watch_client();
   });
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "artifacts/artifact_store.h"
+#include "http/parse.h"
 #include "serve/app_supervisor.h"
 #include "serve/pages.h"
 #include "serve/work_queue.h"
@@ -15,16 +16,16 @@
 namespace kiln::server::apps {
 namespace {
 
-// "/a/NAME/..." -> NAME when the rest is the app's (not /a/NAME/_kiln/...); empty otherwise.
-std::string_view app_name_of(std::string_view target) {
+// "/a/NAME/..." -> NAME (decoded, as the router reads it) when the rest is the app's, not Kiln's
+// own /a/NAME/_kiln/ pages; empty otherwise ("/a/NAME" without a slash is the router's redirect).
+std::string app_name_of(std::string_view target) {
   if (!target.starts_with("/a/")) return {};
-  std::string_view rest = target.substr(3);
-  std::size_t slash = rest.find('/');
-  if (slash == std::string_view::npos || slash == 0) return {};  // "/a/NAME" is redirected by the router
-  std::string_view name = rest.substr(0, slash);
-  std::string_view after = rest.substr(slash + 1);
-  if (after.starts_with("_kiln/") || after == "_kiln" || after.starts_with("_kiln?")) return {};
-  return artifacts::valid_artifact_name(name) ? name : std::string_view{};
+  std::string why;
+  auto t = http::parse_target(target, &why);
+  if (!t || t->segments.size() < 2 || t->segments[0] != "a") return {};
+  if (t->segments.size() == 2 && !t->trailing_slash) return {};
+  if (t->segments.size() >= 3 && t->segments[2] == "_kiln") return {};
+  return artifacts::valid_artifact_name(t->segments[1]) ? t->segments[1] : std::string{};
 }
 
 http::Response error_page(int status, const std::string& why, int retry_after_s, bool head) {
@@ -46,7 +47,7 @@ http::ProxyRoute app_route(Supervisor& supervisor, const http::RouterContext& ct
   auto queue = std::make_shared<WorkQueue>(4);
   http::ProxyRoute route;
   route.claims = [&supervisor](const http::Request& head) {
-    std::string_view name = app_name_of(head.target);
+    const std::string name = app_name_of(head.target);
     return !name.empty() && supervisor.is_app(name);
   };
   route.decide = [&supervisor, &ctx, queue](const http::Request& head,

@@ -310,6 +310,10 @@ Response artifact_route(Visit& v) {
     if (v.rest.empty() && !v.t.trailing_slash) return redirect(req, 301, with_query(v.t.raw_path + "/", v.t.query));
   }
   if (!v.version && !v.rest.empty() && v.rest[0] == "_kiln") return kiln_route(v);
+  // An app's published files are its source: the front door forwards its requests to the app,
+  // and nothing of the version is ever served from here.
+  if (v.ctx.is_app && v.ctx.is_app(v.name))
+    return message(req, 404, "Not found", "There is nothing published at this address.");
   if (req.method == "POST") {
     Response r = message(req, 405, "Method not allowed", "Published artifacts are read with GET or HEAD.");
     add(r, "Allow", "GET, HEAD");

@@ -2,6 +2,7 @@
 // sockets), so every rule about paths, share modes, caching and ranges is unit-testable and fuzzable.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,9 @@ struct RouterContext {
   long pid = 0;
   std::string cookie_name = "kiln_session";
   ServeCache* cache = nullptr;  // optional: spares the store repeated questions (serve_cache.h)
+  // Whether NAME is an app (serve/app_supervisor.h): its files are never served as pages, only
+  // Kiln's own /a/NAME/_kiln/ routes are answered here (the front door forwards the rest).
+  std::function<bool(std::string_view name)> is_app;
 };
 
 Response route(const Request& req, const RouterContext& ctx);

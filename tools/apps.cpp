@@ -16,6 +16,7 @@
 #include "mcp/tool_registry.h"
 #include "tools/apps.h"
 #include "tools/publish.h"
+#include "tools/tools.h"
 #include "workspace/root.h"
 
 namespace kiln::server {
@@ -51,18 +52,12 @@ Result<json> control(art::ArtifactStore& store, const json& request, int timeout
   return r;
 }
 
-Result<ToolOutput> app_status(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
+// app_status and app_restart: one supervisor call about the artifact, answered as it comes.
+Result<ToolOutput> app_op(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args,
+                          const char* op, int timeout_ms) {
   auto a = app_of(ctx, tracer, store, args);
   if (!a) return std::unexpected(a.error());
-  auto r = control(store, {{"op", "status"}, {"artifact", a->name}}, kStatusMs);
-  if (!r) return std::unexpected(r.error());
-  return ToolOutput{std::move(*r)};
-}
-
-Result<ToolOutput> app_restart(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
-  auto a = app_of(ctx, tracer, store, args);
-  if (!a) return std::unexpected(a.error());
-  auto r = control(store, {{"op", "restart"}, {"artifact", a->name}}, kRestartMs);
+  auto r = control(store, {{"op", op}, {"artifact", a->name}}, timeout_ms);
   if (!r) return std::unexpected(r.error());
   return ToolOutput{std::move(*r)};
 }
@@ -242,10 +237,16 @@ Result<ToolOutput> app_export(CallContext& ctx, RunTracer& tracer, art::Artifact
 }  // namespace
 
 void register_app_tools(ToolRegistry& registry, RunTracer& tracer, art::ArtifactStore& store) {
-  registry.add("app_status", [&tracer, &store](CallContext& ctx, const json& args) { return app_status(ctx, tracer, store, args); });
-  registry.add("app_restart", [&tracer, &store](CallContext& ctx, const json& args) { return app_restart(ctx, tracer, store, args); });
-  registry.add("schedule_run", [&tracer, &store](CallContext& ctx, const json& args) { return schedule_run(ctx, tracer, store, args); });
-  registry.add("app_export", [&tracer, &store](CallContext& ctx, const json& args) { return app_export(ctx, tracer, store, args); });
+  registry.add("app_status", [&tracer, &store](CallContext& ctx, const json& args) {
+    return app_op(ctx, tracer, store, args, "status", kStatusMs);
+  });
+  registry.add("app_restart", [&tracer, &store](CallContext& ctx, const json& args) {
+    return app_op(ctx, tracer, store, args, "restart", kRestartMs);
+  });
+  registry.add("schedule_run",
+               [&tracer, &store](CallContext& ctx, const json& args) { return schedule_run(ctx, tracer, store, args); });
+  registry.add("app_export",
+               [&tracer, &store](CallContext& ctx, const json& args) { return app_export(ctx, tracer, store, args); });
 }
 
 }  // namespace kiln::server

@@ -14,12 +14,6 @@
 
 namespace kiln::server {
 
-class RunTracer;
-class ToolRegistry;
-
-// app_status, app_restart, schedule_run, app_export (tools/apps.cpp).
-void register_app_tools(ToolRegistry& registry, RunTracer& tracer, artifacts::ArtifactStore& store);
-
 // One call to the state directory's kiln serve control API with the state directory's own
 // bearer token (mcp/http/token.h); see serve/control_client.h for the errors.
 Result<nlohmann::json> app_control(const std::string& state_dir, const nlohmann::json& request, int timeout_ms);

@@ -26,8 +26,8 @@ void register_sandbox_tools(ToolRegistry& registry, sandbox::SandboxManager& san
 void register_trace_tools(ToolRegistry& registry, RunTracer& tracer, sandbox::SandboxManager& sandboxes,
                           services::ServiceHost* services = nullptr);
 
-// app_status, app_restart, schedule_run, app_export (tools/apps.cpp; declared in tools/apps.h
-// with the app helpers publish and unpublish share).
+// app_status, app_restart, schedule_run, app_export (tools/apps.cpp; the app helpers publish and
+// unpublish share are in tools/apps.h).
 void register_app_tools(ToolRegistry& registry, RunTracer& tracer, artifacts::ArtifactStore& store);
 
 }  // namespace kiln::server

@@ -513,7 +513,8 @@ Result<ServiceConfig> service_config_from_json(const json& j) {
     s.cwd = j.value("cwd", "");
     s.ready_timeout_s = j.value("ready_timeout_s", 60.0);
     s.description = j.value("description", "");
-    if (!valid_service_name(s.name)) return fail(Errc::invalid_argument, fmt::format("stored service name {} is not valid", as_json(s.name)));
+    if (!valid_service_name(s.name))
+      return fail(Errc::invalid_argument, fmt::format("stored service name {} is not valid", as_json(s.name)));
     if (s.kind == ServiceKind::command && s.argv.empty())
       return fail(Errc::invalid_argument, fmt::format("stored service {} has no command", s.name));
     if (s.port <= 0 || s.port > 65535) return fail(Errc::invalid_argument, fmt::format("stored service {} has no port", s.name));

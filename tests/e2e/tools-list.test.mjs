@@ -5,7 +5,8 @@ import { after, before, test } from 'node:test';
 import { connectClient } from '../lib/kiln.mjs';
 
 const required = ['workspace_open', 'workspace_list', 'workspace_info', 'file_read', 'file_write',
-  'file_edit', 'file_list', 'file_search', 'file_move', 'file_delete'];
+  'file_edit', 'file_list', 'file_search', 'file_move', 'file_delete', 'publish', 'unpublish', 'app_status',
+  'app_restart', 'schedule_run', 'app_export'];
 
 let session;
 let tools;
@@ -81,6 +82,8 @@ test('required parameters match the contract', () => {
   const want = {
     file_read: ['path'], file_write: ['path', 'content'], file_edit: ['path', 'edits'],
     file_search: ['pattern'], file_move: ['from', 'to'], file_delete: ['path'],
+    app_status: ['artifact'], app_restart: ['artifact'], schedule_run: ['artifact', 'name'],
+    app_export: ['artifact', 'path'],
   };
   for (const [n, req] of Object.entries(want)) {
     assert.deepEqual([...(byName[n].required ?? [])].sort(), [...req].sort(), n);

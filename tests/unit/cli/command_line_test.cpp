@@ -8,8 +8,10 @@
 #include <CLI/CLI.hpp>
 #include <doctest/doctest.h>
 
+#include "cli/artifacts_command.h"
 #include "cli/command_line.h"
 #include "cli/mcp_command.h"
+#include "cli/publish_command.h"
 #include "cli/run_command.h"
 #include "cli/secret_command.h"
 #include "cli/serve_command.h"
@@ -131,6 +133,21 @@ TEST_CASE("options reach their command: mcp, serve, verify") {
   CHECK(vo.workspace == "/ws");
   CHECK(vo.json);
   CHECK(vo.junit == "out.xml");
+}
+
+TEST_CASE("apps on the command line: kiln publish --app, kiln artifacts rm --delete-data") {
+  auto p = parse({"publish", "app", "--app", "--name", "tracker"});
+  REQUIRE_FALSE(p.exit);
+  CHECK(p.command<kiln::cli::PublishCommand>().options().app);
+  CHECK(p.command<kiln::cli::PublishCommand>().options().path == "app");
+  auto plain = parse({"publish", "site"});
+  REQUIRE_FALSE(plain.exit);
+  CHECK_FALSE(plain.command<kiln::cli::PublishCommand>().options().app);
+  auto rm = parse({"artifacts", "rm", "tracker", "--delete-data"});
+  REQUIRE_FALSE(rm.exit);
+  CHECK(rm.command<kiln::cli::ArtifactsCommand>().options().delete_data);
+  CHECK(rm.command<kiln::cli::ArtifactsCommand>().options().name == "tracker");
+  CHECK(parse({"artifacts", "show", "x", "--delete-data"}).exit.has_value());  // rm's flag only
 }
 
 TEST_CASE("--log-level takes what the log-level parser takes, before or after the name") {
