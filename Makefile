@@ -1,5 +1,5 @@
 # Kiln's front door. On a fresh Debian 12 (as root or with sudo):
-#   make demo   installs what is missing, builds, runs two agent sessions against build/kiln
+#   make demo   installs what is missing, builds, runs three agent sessions against build/kiln
 #   make test   installs what is missing, builds, runs every test suite
 #   make bench  benchmarks against peers (not a test)
 #   make install / make package   installs kiln (PREFIX, DESTDIR); builds the .deb and the .vsix
@@ -98,11 +98,13 @@ nvim: build
 vscode: build
 	@scripts/run-tests.sh $(BUILD) vscode
 
-# Two agent sessions: the library sample, then the HTTP API on PostgreSQL; both run, either failing fails.
+# Three agent sessions: the library sample, the HTTP API on PostgreSQL, then the incident tracker
+# published as an app; all run, any failing fails.
 demo: bins node-deps
 	@KILN_BIN=$(KILN_ABS) node demo/agent.mjs; first=$$?; echo; \
-	KILN_BIN=$(KILN_ABS) node demo/agent-api.mjs; second=$$?; \
-	test $$first = 0 && test $$second = 0
+	KILN_BIN=$(KILN_ABS) node demo/agent-api.mjs; second=$$?; echo; \
+	KILN_BIN=$(KILN_ABS) node demo/agent-app.mjs; third=$$?; \
+	test $$first = 0 && test $$second = 0 && test $$third = 0
 
 bench: build node-deps
 	@scripts/install-deps.sh --bench

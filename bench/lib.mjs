@@ -78,3 +78,22 @@ export function bwrapArgv(ws, command) {
   return ['bwrap', '--unshare-all', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev',
     '--tmpfs', '/tmp', '--bind', ws, ws, '--chdir', ws, ...command];
 }
+
+// An nginx.conf run from a temp prefix as the current user (`daemon off`, pid, logs and temp
+// folders under `prefix`), 2 workers and no access log; `http` is the rest of the http block.
+export function nginxConf(prefix, http) {
+  const tmp = (n) => path.join(prefix, n);
+  const temps = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((k) => `  ${k}_temp_path ${tmp(k === 'client_body' ? 'body' : k)};`);
+  return `worker_processes 2;
+daemon off;
+pid ${tmp('nginx.pid')};
+error_log ${tmp('error.log')} warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+${temps.join('\n')}
+${http.trimEnd()}
+}
+`;
+}

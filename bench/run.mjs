@@ -9,9 +9,10 @@
 //     sandboxes vs bwrap, 1 MB/100 MB/1 GB of output vs bwrap; tables and scaling.png
 //   - static serving (serve.mjs): `kiln serve` vs nginx under wrk
 //   - services (services.mjs): postgres in a sandbox to the first query vs pg_ctl start; a verify clone
+//   - apps (apps.mjs): a tiny Node app behind kiln serve vs nginx proxy_pass; waking a sleeping app
 // Environment: KILN_BIN (the binary), KILN_BUILD (build folder, holds the generated search trees),
 // BENCH_QUICK=1 (fewer runs, no 1M-file tree: minutes, for development), BENCH_ONLY=peers|sandbox|
-// scaling|serve|services (print those figures only; REPORT.md is not written), BENCH_SEARCH_SIZES=10000,100000
+// scaling|serve|services|apps (print those figures only; REPORT.md is not written), BENCH_SEARCH_SIZES=10000,100000
 // (override the tree sizes).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -25,6 +26,7 @@ import { N_SANDBOX, N_SRT, sandboxStartup, sandboxTable, SB_TARGETS, srtPkg } fr
 import { concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.mjs';
 import { serveBench, serveTable, SERVE_TARGET } from './serve.mjs';
 import { servicesBench, servicesTable, SERVICE_TARGETS } from './services.mjs';
+import { appsBench, appsTable, APPS_TARGETS } from './apps.mjs';
 
 const buildDir = process.env.KILN_BUILD ?? path.join(benchDir, '..', 'build');
 const ONLY = process.env.BENCH_ONLY;
@@ -136,6 +138,7 @@ async function main() {
     }
     if (ONLY === 'serve') { const sv = serveTable(await serveBench({ quick })); show('static serving:', sv, sv.notes); }
     if (ONLY === 'services') { const sc = servicesTable(await servicesBench()); show('services:', sc, sc.notes); }
+    if (ONLY === 'apps') { const ap = appsTable(await appsBench()); show('apps:', ap, ap.notes); }
     return;
   }
 
@@ -154,6 +157,8 @@ async function main() {
   show('static serving, kiln serve vs nginx on loopback:', sv, sv.notes);
   const sc = servicesTable(await servicesBench());
   show('services: postgres in a sandbox to the first query:', sc, sc.notes);
+  const ap = appsTable(await appsBench());
+  show('apps: kiln serve vs nginx proxy_pass; waking a sleeping app:', ap, ap.notes);
   const loadEnd = loadAvg();
   const minutes = ((nowMs() - started) / 60000).toFixed(1);
 
@@ -278,6 +283,15 @@ async function main() {
     '  user when run as root: `pg_ctl -w start` then `psql` (pg_ctl waits in 100 ms steps), and `postgres &`',
     '  polled with `pg_isready` every 10 ms then `psql`.',
     `  Targets: warm within ${SERVICE_TARGETS.warm_vs_floor}x of the pg_ctl floor; a verify's fresh database under ${SERVICE_TARGETS.clone_ms} ms.`,
+    '',
+    '## Apps: a published app behind `kiln serve` vs nginx `proxy_pass`; waking a sleeping app',
+    '',
+    ...mdTable(ap.header, ap.table),
+    '',
+    ...ap.notes.map((n) => `- ${n}`),
+    '- The tiny app (bench/apps.mjs) answers every GET with 1 KiB; kiln runs it published with `publish {app: true, share: public}`',
+    '  through MCP (in its strict sandbox), nginx proxies to the same app started directly; the incident tracker is examples/incident-tracker.',
+    `  Targets: kiln at least ${APPS_TARGETS.rps_vs_nginx}x nginx's requests per second; a wake under the app's own start + ${APPS_TARGETS.wake_over_start_ms} ms.`,
     '',
   ].join('\n');
   fs.writeFileSync(path.join(benchDir, 'REPORT.md'), md);

@@ -8,6 +8,7 @@ import path from 'node:path';
 
 import { connectClient, sleep, structured, tempDir } from '../tests/lib/kiln.mjs';
 import { cookieOf, readServeInfo, request, stopProcess } from '../tests/lib/http.mjs';
+import { nginxConf } from './lib.mjs';
 
 const PASSWORD = 'bench password 1';
 export const SERVE_TARGET = 0.7; // kiln rps / nginx rps, public case
@@ -58,21 +59,8 @@ async function startNginx(dir, files) {
   fs.chmodSync(prefix, 0o755);  // its workers (nobody, when started as root) read the htpasswd
   fs.writeFileSync(path.join(prefix, 'htpasswd'), `bench:{PLAIN}${PASSWORD}\n`, { mode: 0o644 });
   const tmp = (n) => path.join(prefix, n);
-  const conf = `worker_processes 2;
-daemon off;
-pid ${tmp('nginx.pid')};
-error_log ${tmp('error.log')} warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
+  const conf = nginxConf(prefix, `  sendfile on;
   tcp_nopush on;
-  keepalive_requests 1000000;
-  client_body_temp_path ${tmp('body')};
-  proxy_temp_path ${tmp('proxy')};
-  fastcgi_temp_path ${tmp('fastcgi')};
-  uwsgi_temp_path ${tmp('uwsgi')};
-  scgi_temp_path ${tmp('scgi')};
   types { text/html html; application/octet-stream bin; }
   server {
     listen 127.0.0.1:${port};
@@ -80,8 +68,7 @@ http {
     etag on;
     location /priv/ { auth_basic "bench"; auth_basic_user_file ${tmp('htpasswd')}; }
   }
-}
-`;
+`);
   fs.writeFileSync(tmp('nginx.conf'), conf);
   // Its own process group, so the workers go with the master whatever happens.
   const child = spawn('nginx', ['-e', tmp('error.log'), '-p', prefix, '-c', tmp('nginx.conf')],

@@ -78,15 +78,16 @@ function brief(args) {
     .join(' ');
 }
 
-// Runs `steps` in order ({note, tool, args(ctx), show(result, ctx)} or {note, http(ctx)}) and
-// returns how many failed (0 or 1: the first failure stops the run).
+// Runs `steps` in order ({note, tool, args(ctx), show(result, ctx)} or {note, http(ctx)}, whose
+// `label` replaces "HTTP" for a step that is not a request) and returns how many failed (0 or 1:
+// the first failure stops the run).
 export async function runSteps(session, steps, { bin, ctx = {} } = {}) {
   const { client } = session;
   const available = new Set((await client.listTools()).tools.map((t) => t.name));
   for (const [i, step] of steps.entries()) {
     if (step.http) {
       // Not a tool call: what a person with the link sees.
-      console.log(`[${i + 1}] HTTP`);
+      console.log(`[${i + 1}] ${step.label ?? 'HTTP'}`);
       console.log(`    (${step.note})`);
       try {
         for (const line of await step.http(ctx)) console.log(`    -> ${line}`);

@@ -211,7 +211,7 @@ test('against a stand-in kiln serve: deploy, status, list, restart, schedules an
     if (req.op === 'deploy') return deploy(req);
     if (req.op === 'list') return list();
     if (req.op === 'status' || req.op === 'restart') return [200, running(req.artifact)];
-    if (req.op === 'schedule_run') return [200, { trace_id: 'tr_1', status: 'passed', exit_code: 0, duration_ms: 12, at: 'now' }];
+    if (req.op === 'schedule_run') return [200, { trace_id: 'tr_1', status: 'pass', exit_code: 0, duration_ms: 12, at: 'now' }];
     if (req.op === 'stop') return [200, { stopped: true, data_deleted: req.delete_data, data_dir: req.delete_data ? null : '/d' }];
     return [400, { error: `unknown op ${req.op}` }];
   });
@@ -238,7 +238,7 @@ test('against a stand-in kiln serve: deploy, status, list, restart, schedules an
   assert.equal((await k.ok('app_status', { artifact: 'tracker' })).state, 'running');
   assert.equal((await k.ok('app_restart', { artifact: 'tracker' })).state, 'running');
   const run = await k.ok('schedule_run', { artifact: 'tracker', name: 'digest' });
-  assert.equal(run.status, 'passed');
+  assert.equal(run.status, 'pass');
   assert.deepEqual(fake.calls.at(-1).request, { op: 'schedule_run', artifact: 'tracker', name: 'digest' });
   const before = fake.calls.length;
   assert.match(await k.err('schedule_run', { artifact: 'tracker', name: 'nightly' }), /no schedule nightly; its schedules: digest/);
@@ -379,7 +379,7 @@ http.createServer((req, res) => {
   const restarted = await k.ok('app_restart', { artifact: 'tracker' });
   assert.equal(restarted.state, 'running');
   const run = await k.ok('schedule_run', { artifact: 'tracker', name: 'digest' });
-  assert.equal(run.status, 'passed', JSON.stringify(run));
+  assert.equal(run.status, 'pass', JSON.stringify(run));
   assert.match(await k.err('schedule_run', { artifact: 'tracker', name: 'nightly' }), /its schedules: digest/);
 
   // A new version runs on the new files with the same data.
