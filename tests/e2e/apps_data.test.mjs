@@ -7,17 +7,17 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
 import { appWorkspace, publishApp, startAppKiln, waitForState } from '../lib/apps.mjs';
 import { request } from '../lib/http.mjs';
+import { postgresBindir, startCluster } from '../lib/pg_cluster.mjs';
 import { tempDir } from '../lib/kiln.mjs';
 import { probeSandbox, sandboxRequired } from '../lib/sandbox_probe.mjs';
 
-const bindir = spawnSync('sh', ['-c', 'ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1']).stdout.toString().trim();
-const havePostgres = bindir && fs.existsSync(path.join(bindir, 'postgres'));
+const bindir = postgresBindir();
+const havePostgres = Boolean(bindir);
 
 const ws = appWorkspace({ services: { db: { kind: 'postgres' } }, app: { services: ['db'] } });
 const k = await startAppKiln({ ws });
@@ -51,34 +51,12 @@ function filesUnder(dir) {
   return out;
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-// A throwaway cluster outside Kiln; postgres will not run as root, so then as kilntest or nobody.
+// A throwaway cluster outside Kiln (tests/lib/pg_cluster.mjs: as kilntest or nobody when root).
 async function freshPostgres() {
-  const dir = tempDir('kiln-app-pg-');
-  const runAs = process.getuid() === 0 ? (spawnSync('id', ['kilntest']).status === 0 ? 'kilntest' : 'nobody') : null;
-  const data = path.join(dir, 'pg');
-  fs.mkdirSync(data, { mode: 0o700 });
-  if (runAs) spawnSync('chown', ['-R', runAs, dir]);
-  const run = (tool, args) => {
-    const argv = runAs ? ['runuser', '-u', runAs, '--', path.join(bindir, tool), ...args] : [path.join(bindir, tool), ...args];
-    const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8' });
-    assert.equal(r.status, 0, `${tool} ${args.join(' ')}: ${r.stdout}${r.stderr}`);
-  };
-  const port = await freePort();
-  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
-  run('pg_ctl', ['-D', data, '-l', path.join(data, 'log'), '-w', '-o', `-p ${port} -k ${data} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start']);
-  const psql = (args) => spawnSync(path.join(bindir, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', ...args],
+  const cluster = await startCluster(bindir, tempDir('kiln-app-pg-'));
+  const psql = (db, args) => spawnSync(path.join(bindir, 'psql'), [cluster.url.replace(/\/postgres$/, `/${db}`), '-v', 'ON_ERROR_STOP=1', ...args],
     { encoding: 'utf8' });
-  return { psql, stop: () => run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']) };
+  return { psql, stop: cluster.stop };
 }
 
 pgTest('app_export round-trips: the dump loads into a fresh postgres with every row, the data folder comes along', async () => {
@@ -96,11 +74,11 @@ pgTest('app_export round-trips: the dump loads into a fresh postgres with every 
 
   const pg = await freshPostgres();
   try {
-    let r = pg.psql(['-d', 'postgres', '-c', 'CREATE DATABASE restored']);
+    let r = pg.psql('postgres', ['-c', 'CREATE DATABASE restored']);
     assert.equal(r.status, 0, r.stderr);
-    r = pg.psql(['-d', 'restored', '-q', '-f', dumps[0]]);
+    r = pg.psql('restored', ['-q', '-f', dumps[0]]);
     assert.equal(r.status, 0, `loading ${dumps[0]}: ${r.stderr}`);
-    r = pg.psql(['-d', 'restored', '-tA', '-c', "SELECT count(*), count(*) FILTER (WHERE body LIKE 'first-%') FROM notes"]);
+    r = pg.psql('restored', ['-tA', '-c', "SELECT count(*), count(*) FILTER (WHERE body LIKE 'first-%') FROM notes"]);
     assert.equal(r.stdout.trim(), '7|7', `rows in the restored database: ${r.stdout}${r.stderr}`);
   } finally {
     pg.stop();
