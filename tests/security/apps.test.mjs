@@ -267,3 +267,34 @@ gate.test('path tricks under an app\'s prefix never reach another artifact, nor 
   }
   assert.deepEqual(served, [], 'kiln serve handed out the app\'s own files as static files');
 });
+
+// An invited user who is let in must not get a request to the app past the front door under
+// someone else's name: whatever framing trick the client tries, every request the app sees was
+// admitted on its own and carries the X-Kiln-User Kiln set.
+gate.test('an admitted invitee cannot smuggle a request to the app as someone else (framing tricks)', async (t) => {
+  await setup();
+  const carol = await inviteCookie('carol');
+  const s = m();
+  const inner = `GET /echo?${s} HTTP/1.1\r\nHost: x\r\nX-Kiln-User: dave\r\nContent-Length: 0\r\n\r\n`;
+  const chunk = (text) => `${text.length.toString(16)}\r\n${text}\r\n`;
+  const head = (extra) => `POST /a/sec-inv/echo HTTP/1.1\r\nHost: x\r\nCookie: ${carol}\r\n${extra}`;
+  const attempts = [
+    ['Content-Length and Transfer-Encoding', `${head(`Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n`)}0\r\n\r\n${inner}`],
+    ['Transfer-Encoding then Content-Length', `${head(`Transfer-Encoding: chunked\r\nContent-Length: ${inner.length + 5}\r\n\r\n`)}0\r\n\r\n${inner}`],
+    ['two Content-Lengths', `${head(`Content-Length: 0\r\nContent-Length: ${inner.length}\r\n\r\n`)}${inner}`],
+    ['Transfer-Encoding: chunked, identity', `${head('Transfer-Encoding: chunked, identity\r\n\r\n')}${chunk('x')}0\r\n\r\n${inner}`],
+    ['Transfer-Encoding: xchunked', `${head(`Transfer-Encoding: xchunked\r\nContent-Length: ${inner.length}\r\n\r\n`)}${inner}`],
+    ['a space before the colon', `${head(`Transfer-Encoding : chunked\r\nContent-Length: ${inner.length}\r\n\r\n`)}${inner}`],
+    ['a chunk extension with a newline', `${head('Transfer-Encoding: chunked\r\n\r\n')}1;a=b\nx\r\nx\r\n0\r\n\r\n${inner}`],
+    ['a body that holds a whole request', `${head(`Content-Length: ${inner.length}\r\n\r\n`)}${inner}`],
+    ['a pipelined request with no cookie', `${head('Content-Length: 0\r\n\r\n')}${inner.replace('/echo', '/a/sec-inv/echo')}`],
+    ['an obs-folded X-Kiln-User', `GET /a/sec-inv/echo?${s} HTTP/1.1\r\nHost: x\r\nCookie: ${carol}\r\nX-Kiln-User: carol\r\n dave\r\nConnection: close\r\n\r\n`],
+  ];
+  for (const [what, bytes] of attempts) t.diagnostic(`${what}: ${statusesOf(await rawExchange(world.base, bytes, { waitMs: 3000 })).join(', ')}`);
+  // Control: the marker does reach the app when carol asks for it plainly.
+  await echo(`/a/sec-inv/echo?${s}`, { headers: { Cookie: carol } });
+  const lines = (await appRequests(k, 'sec-inv')).filter((l) => l.url.includes(s));
+  assert.ok(lines.length >= 1, 'control: carol\'s plain request with the marker left no line');
+  assert.deepEqual(lines.filter((l) => l.headers['x-kiln-user'] !== 'carol').map((l) => `${l.method} ${l.url} as ${l.headers['x-kiln-user']}`), [],
+    'requests reached sec-inv under a name Kiln did not set for them');
+});
