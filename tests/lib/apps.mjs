@@ -10,7 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { readServeInfo, stopProcess } from './http.mjs';
+import { alive, readServeInfo, stopProcess } from './http.mjs';
 import { connectClient, errorText, kilnBin, sleep, tempDir } from './kiln.mjs';
 
 export const echoAppSource = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'echo_app.cjs'), 'utf8');
@@ -51,6 +51,12 @@ export async function startAppKiln({ ws, home = tempDir('kiln-app-home-'), env =
     async stop() {
       await s.close().catch(() => {});
       const info = readServeInfo(home);
+      // A daemon that died under the tests says why in its log: show it where the failures are.
+      if (info?.pid && !alive(info.pid)) {
+        let log = '';
+        try { log = fs.readFileSync(path.join(home, 'serve.log'), 'utf8').split('\n').slice(-40).join('\n'); } catch { /* none */ }
+        console.log(`# kiln serve (pid ${info.pid}) died before the tests ended; the end of ${home}/serve.log:\n${log.replace(/^/gm, '# ')}`);
+      }
       if (info?.pid) await stopProcess(info.pid, 15000);
     },
   };
