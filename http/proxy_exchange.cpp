@@ -81,13 +81,7 @@ void ProxyExchange::on_head_sent(beast::error_code ec) {
   if (!expect_continue_) return begin_transfer();
   // Expect is not forwarded: the proxy itself invites the body, which the upstream then reads as usual.
   down_head_ = "HTTP/1.1 100 Continue\r\n\r\n";
-  client_writing_ = true;
-  net::async_write(s_->stream_, net::buffer(down_head_), [self = shared_from_this()](beast::error_code e, std::size_t) {
-    self->client_writing_ = false;
-    if (self->ended_) return self->hand_off();
-    if (e) return self->conclude(Handoff::close);
-    self->begin_transfer();
-  });
+  to_client(net::buffer(down_head_), [this] { begin_transfer(); });
 }
 
 void ProxyExchange::begin_transfer() {
@@ -118,13 +112,7 @@ void ProxyExchange::on_client_body(beast::error_code ec) {
   outcome_.request_bytes += got;
   up_frame_.clear();
   up_tail_.clear();
-  if (up_framing_ == BodyFraming::chunked) {
-    if (got > 0) {
-      up_frame_ = fmt::format("{:x}\r\n", got);
-      up_tail_ = "\r\n";
-    }
-    if (last) up_tail_.append("0\r\n\r\n");
-  }
+  if (up_framing_ == BodyFraming::chunked) chunk_framing(got, last, up_frame_, up_tail_);
   if (got == 0 && up_tail_.empty()) return last ? upload_complete() : upload();
   std::array<net::const_buffer, 3> bufs{net::buffer(up_frame_), net::buffer(up_chunk_.data(), got),
                                         net::buffer(up_tail_)};
@@ -185,14 +173,7 @@ void ProxyExchange::upstream_failed(int status, std::string_view text) {
   outcome_.status = status;
   head_sent_ = true;
   down_head_ = proxy_error_message(status, text, !keep);
-  client_writing_ = true;
-  net::async_write(s_->stream_, net::buffer(down_head_),
-                   [self = shared_from_this(), keep](beast::error_code e, std::size_t) {
-                     self->client_writing_ = false;
-                     if (self->ended_) return self->hand_off();
-                     if (e) return self->conclude(Handoff::close);
-                     self->conclude(keep ? Handoff::keep : Handoff::drain);
-                   });
+  to_client(net::buffer(down_head_), [this, keep] { conclude(keep ? Handoff::keep : Handoff::drain); });
 }
 
 bool ProxyExchange::upstream_reusable() const {

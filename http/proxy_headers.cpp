@@ -114,6 +114,16 @@ std::string proxy_response_head(int status, std::string_view reason, const Heade
   return out;
 }
 
+void chunk_framing(std::size_t size, bool last, std::string& before, std::string& after) {
+  before.clear();
+  after.clear();
+  if (size > 0) {
+    before = fmt::format("{:x}\r\n", size);
+    after = "\r\n";
+  }
+  if (last) after.append("0\r\n\r\n");
+}
+
 std::string proxy_error_message(int status, std::string_view text, bool close) {
   std::string body = fmt::format("{} {}: {}\n", status, reason_phrase(status), text);
   return fmt::format("HTTP/1.1 {} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{}\r\n{}",

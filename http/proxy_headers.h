@@ -34,6 +34,10 @@ std::string proxy_request_head(std::string_view method, const ProxyUpstream& up,
 std::string proxy_response_head(int status, std::string_view reason, const HeaderFields& fields, BodyFraming framing,
                                 std::uint64_t length, bool close);
 
+// The framing around one piece of a re-chunked body: its size line and CRLF (none for an empty
+// piece), and the last chunk after it when `last`.
+void chunk_framing(std::size_t size, bool last, std::string& before, std::string& after);
+
 // A short plain-text answer of the proxy's own (502, 504), head and body.
 std::string proxy_error_message(int status, std::string_view text, bool close);
 

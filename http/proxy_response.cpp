@@ -57,15 +57,7 @@ void ProxyExchange::on_response_head(beast::error_code ec) {
   outcome_.status = status;
   head_sent_ = true;
   down_head_ = proxy_response_head(status, reason, fields, framing, length, !keep_client_);
-  client_writing_ = true;
-  net::async_write(s_->stream_, net::buffer(down_head_), [self = shared_from_this()](beast::error_code e, std::size_t) {
-    self->client_writing_ = false;
-    if (self->ended_) return self->hand_off();
-    if (e) return self->conclude(Handoff::close);
-    self->touch();
-    if (self->res_->is_done()) return self->response_complete();
-    self->download();
-  });
+  to_client(net::buffer(down_head_), [this] { res_->is_done() ? response_complete() : download(); });
 }
 
 void ProxyExchange::download() {
@@ -89,25 +81,11 @@ void ProxyExchange::on_upstream_body(beast::error_code ec) {
   outcome_.response_bytes += got;
   down_frame_.clear();
   down_tail_.clear();
-  if (chunked_down_) {
-    if (got > 0) {
-      down_frame_ = fmt::format("{:x}\r\n", got);
-      down_tail_ = "\r\n";
-    }
-    if (last) down_tail_.append("0\r\n\r\n");
-  }
+  if (chunked_down_) chunk_framing(got, last, down_frame_, down_tail_);
   if (got == 0 && down_tail_.empty()) return last ? response_complete() : download();
   std::array<net::const_buffer, 3> bufs{net::buffer(down_frame_), net::buffer(down_chunk_.data(), got),
                                         net::buffer(down_tail_)};
-  client_writing_ = true;
-  net::async_write(s_->stream_, bufs, [self = shared_from_this(), last](beast::error_code e, std::size_t) {
-    self->client_writing_ = false;
-    if (self->ended_) return self->hand_off();
-    if (e) return self->conclude(Handoff::close);  // the client left
-    self->touch();
-    if (last) return self->response_complete();
-    self->download();
-  });
+  to_client(bufs, [this, last] { last ? response_complete() : download(); });
 }
 
 void ProxyExchange::response_complete() {
@@ -143,14 +121,9 @@ void ProxyExchange::tunnel(const HeaderFields& fields, std::string_view reason) 
   down_head_.append(static_cast<const char*>(early.data()), early.size());
   outcome_.response_bytes += up_buffer_.size();
   up_buffer_.consume(up_buffer_.size());
-  client_writing_ = true;
-  net::async_write(s_->stream_, net::buffer(down_head_), [self = shared_from_this()](beast::error_code e, std::size_t) {
-    self->client_writing_ = false;
-    if (self->ended_) return self->hand_off();
-    if (e) return self->conclude(Handoff::close);
-    self->touch();
-    self->pipe_to_client();
-    self->pipe_to_upstream();
+  to_client(net::buffer(down_head_), [this] {
+    pipe_to_client();
+    pipe_to_upstream();
   });
 }
 
@@ -171,28 +144,20 @@ void ProxyExchange::pipe_to_upstream() {
   client_reading_ = true;
   // Bytes the client sent right behind its request head were buffered by the session's parser.
   if (std::size_t early = s_->buffer_.size(); early > 0) {
-    std::size_t n = net::buffer_copy(net::buffer(up_chunk_), s_->buffer_.data());
+    std::size_t n = net::buffer_copy(net::buffer(up_chunk_.data(), kChunk), s_->buffer_.data());
     s_->buffer_.consume(n);
     return net::post(s_->executor(), [forward, n]() mutable { forward({}, n); });
   }
-  s_->stream_.async_read_some(net::buffer(up_chunk_), std::move(forward));
+  s_->stream_.async_read_some(net::buffer(up_chunk_.data(), kChunk), std::move(forward));
 }
 
 void ProxyExchange::pipe_to_client() {
-  upstream_.async_read_some(net::buffer(down_chunk_), [self = shared_from_this()](beast::error_code e, std::size_t n) {
+  upstream_.async_read_some(net::buffer(down_chunk_.data(), kChunk), [self = shared_from_this()](beast::error_code e, std::size_t n) {
     if (self->ended_) return;
     if (e) return self->conclude(Handoff::close);
     self->touch();
     self->outcome_.response_bytes += n;
-    self->client_writing_ = true;
-    net::async_write(self->s_->stream_, net::buffer(self->down_chunk_.data(), n),
-                     [self](beast::error_code w, std::size_t) {
-                       self->client_writing_ = false;
-                       if (self->ended_) return self->hand_off();
-                       if (w) return self->conclude(Handoff::close);
-                       self->touch();
-                       self->pipe_to_client();
-                     });
+    self->to_client(net::buffer(self->down_chunk_.data(), n), [raw = self.get()] { raw->pipe_to_client(); });
   });
 }
 

@@ -41,6 +41,49 @@ http::Response error_page(int status, const std::string& why, int retry_after_s,
   return r;
 }
 
+// Admission, then a connection to the app (waking it if need be), then the forwarding rules.
+void decide_now(Supervisor& supervisor, const http::RouterContext& ctx, const http::Request& head,
+                std::function<void(http::ProxyDecision)> reply) {
+  auto admission = http::admit_app(head, ctx);
+  if (admission.answer) {
+    http::ProxyDecision d;
+    d.answer = std::move(*admission.answer);
+    reply(std::move(d));
+    return;
+  }
+  const bool is_head = head.method == "HEAD";
+  std::string name = admission.name;
+  supervisor.acquire(name, [&supervisor, head, admission = std::move(admission), reply = std::move(reply),
+                            is_head](Upstream u) mutable {
+    http::ProxyDecision d;
+    if (!u.fd) {
+      d.answer = error_page(u.status ? u.status : 502, u.why, u.retry_after_s, is_head);
+      reply(std::move(d));
+      return;
+    }
+    http::ProxyUpstream up;
+    up.fd = std::move(u.fd);
+    up.target = admission.target;
+    // Kiln's credentials and anything claiming to come from Kiln stay out; the client's
+    // forwarding headers are replaced, never appended to.
+    up.drop_headers = {"authorization", "cookie", "forwarded", "x-forwarded-for", "x-forwarded-host",
+                       "x-forwarded-proto", "x-forwarded-prefix", "x-real-ip"};
+    up.drop_prefixes = {"x-kiln-"};
+    up.set_headers = {{"X-Forwarded-Prefix", "/a/" + admission.name},
+                      {"X-Forwarded-Host", head.host},
+                      {"X-Forwarded-Proto", "http"},
+                      {"X-Forwarded-For", head.client},
+                      {"X-Kiln-User", admission.user}};
+    if (!admission.cookie.empty()) up.set_headers.emplace_back("Cookie", admission.cookie);
+    up.response_timeout = std::chrono::seconds(std::max(1, u.max_wait_s));
+    up.done = [&supervisor, name = admission.name](http::ProxyOutcome o) {
+      supervisor.release(name, std::move(o.reusable), o.upstream_failed);
+    };
+    d.upstream = std::move(up);
+    reply(std::move(d));
+  });
+}
+
 }  // namespace
 
 http::ProxyRoute app_route(Supervisor& supervisor, const http::RouterContext& ctx) {
@@ -52,46 +95,16 @@ http::ProxyRoute app_route(Supervisor& supervisor, const http::RouterContext& ct
   };
   route.decide = [&supervisor, &ctx, queue](const http::Request& head,
                                              std::function<void(http::ProxyDecision)> reply) {
-    queue->post([&supervisor, &ctx, head, reply = std::move(reply)]() mutable {
-      auto admission = http::admit_app(head, ctx);
-      if (admission.answer) {
-        http::ProxyDecision d;
-        d.answer = std::move(*admission.answer);
-        reply(std::move(d));
-        return;
-      }
-      const bool is_head = head.method == "HEAD";
-      std::string name = admission.name;
-      supervisor.acquire(name, [&supervisor, head, admission = std::move(admission), reply = std::move(reply),
-                                is_head](Upstream u) mutable {
-        http::ProxyDecision d;
-        if (!u.fd) {
-          d.answer = error_page(u.status ? u.status : 502, u.why, u.retry_after_s, is_head);
-          reply(std::move(d));
-          return;
-        }
-        http::ProxyUpstream up;
-        up.fd = std::move(u.fd);
-        up.target = admission.target;
-        // Kiln's credentials and anything claiming to come from Kiln stay out; the client's
-        // forwarding headers are replaced, never appended to.
-        up.drop_headers = {"authorization", "cookie", "forwarded", "x-forwarded-for", "x-forwarded-host",
-                           "x-forwarded-proto", "x-forwarded-prefix", "x-real-ip"};
-        up.drop_prefixes = {"x-kiln-"};
-        up.set_headers = {{"X-Forwarded-Prefix", "/a/" + admission.name},
-                          {"X-Forwarded-Host", head.host},
-                          {"X-Forwarded-Proto", "http"},
-                          {"X-Forwarded-For", head.client},
-                          {"X-Kiln-User", admission.user}};
-        if (!admission.cookie.empty()) up.set_headers.emplace_back("Cookie", admission.cookie);
-        up.response_timeout = std::chrono::seconds(std::max(1, u.max_wait_s));
-        up.done = [&supervisor, name = admission.name](http::ProxyOutcome o) {
-          supervisor.release(name, std::move(o.reusable), o.upstream_failed);
-        };
-        d.upstream = std::move(up);
-        reply(std::move(d));
-      });
-    });
+    // Most requests are quick to decide (a public app, or a session cookie to verify) for an app
+    // that runs: then right here. A password to check (deliberately slow) or an app to wake goes
+    // to the route's own threads.
+    const bool slow = !head.authorization.empty() || !supervisor.running(app_name_of(head.target));
+    auto work = [&supervisor, &ctx, head, reply = std::move(reply)]() mutable { decide_now(supervisor, ctx, head, std::move(reply)); };
+    if (slow) {
+      queue->post(std::move(work));
+    } else {
+      work();
+    }
   };
   return route;
 }

@@ -321,6 +321,13 @@ bool Supervisor::is_app(std::string_view name) const {
   return impl_->app_names.contains(name);
 }
 
+bool Supervisor::running(std::string_view name) const {
+  auto app = impl_->find(name);
+  if (!app) return false;
+  std::lock_guard lock(app->mu);
+  return app->state == AppState::running;
+}
+
 void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> ready) {
   auto self = impl_;
   auto app = self->find(name);

@@ -61,6 +61,8 @@ class Supervisor {
 
   // Quick and in memory, for the front door on an io thread.
   bool is_app(std::string_view name) const;
+  // Whether its web process runs now (a request needs no wake-up), also quick.
+  bool running(std::string_view name) const;
 
   // A connection for one request to `name`, waking the app if it sleeps. `ready` runs exactly
   // once, on any thread, possibly seconds later.

@@ -400,8 +400,27 @@ AppAdmission admit_app(const Request& req, const RouterContext& ctx) {
   if (!req.authorization.empty()) creds.password = basic_password(req.authorization);
   auto invite = query_param(t->query, "invite");
   if (invite && !invite->empty()) creds.invite_token = *invite;
-  v.decision = ctx.store->check_access(out.name, std::nullopt, creds);
-  v.decided = true;
+  // A public app asked without credentials: the cache (dropped whenever the database changes)
+  // spares the store a query per request.
+  const bool bare = !creds.cookie && !creds.password && !creds.invite_token;
+  std::string cache_key;
+  ServeCache::Stamp stamp;
+  if (bare && ctx.cache) {
+    stamp = ctx.cache->stamp();
+    cache_key = ServeCache::key(ServeCache::Kind::public_answer, out.name, std::nullopt, "\x7f" "app");
+    if (ctx.cache->get(cache_key, stamp)) {
+      v.decision.outcome = AccessOutcome::allowed;
+      v.decision.share = Share::public_;
+      v.decided = true;
+    }
+  }
+  if (!v.decided) {
+    v.decision = ctx.store->check_access(out.name, std::nullopt, creds);
+    v.decided = true;
+    if (!cache_key.empty() && v.decision.outcome == AccessOutcome::allowed && v.decision.share == Share::public_ &&
+        !v.decision.set_cookie)
+      ctx.cache->put(cache_key, {v.decision.version, {}}, stamp);
+  }
   const auto& d = v.decision;
   if (d.outcome != AccessOutcome::allowed) {
     out.answer = refusal(req, d, out.name, safe_next(with_query(t->raw_path, t->query), out.name),

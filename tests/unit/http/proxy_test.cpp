@@ -133,3 +133,16 @@ TEST_CASE("proxy: HEAD has no body and the connection goes on") {
   REQUIRE(next);
   CHECK(next->body == "hello /hello");
 }
+
+TEST_CASE("proxy: an HTTP/1.0 client gets a chunked upstream body delimited by the close") {
+  Proxy p;
+  Wire c(dial(p.server->port()));
+  auto r = roundtrip(c, "GET /a/app/download-chunked?n=5000 HTTP/1.0\r\nHost: x\r\n\r\n");
+  REQUIRE(r);
+  CHECK(r->status() == 200);
+  CHECK_FALSE(r->has("transfer-encoding"));
+  CHECK(r->body_bytes == 5000);  // read until the proxy closed
+  auto seen = p.app.seen();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].start.ends_with("HTTP/1.1"));  // upstream always speaks 1.1
+}
