@@ -1,15 +1,20 @@
 // A real browser against `kiln serve`: headless Chromium (Debian's, driven by playwright-core)
 // opens a password-protected artifact, gets the login form (not a Basic-auth dialog), fills it and
-// sees the page. Screenshots are kept in BUILD/test-artifacts/ (browser-login-form.png, then
-// browser-login.png). If Chromium cannot start here the test is reported as skipped with the
-// reason, never as passed.
+// sees the page; and an invited person opens their invite link to an app, lands on it (cookie set,
+// token gone from the address bar), submits the app's form and sees the answer with their name.
+// Screenshots are kept in BUILD/test-artifacts/ (browser-login-form.png, browser-login.png,
+// browser-app.png). If Chromium cannot start here the test is reported as skipped with the reason,
+// never as passed; so is the app test where the sandbox cannot run (failed under
+// KILN_REQUIRE_SANDBOX=1).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
+import { appWorkspace, publishApp, startAppKiln, waitForState } from '../lib/apps.mjs';
 import { connectClient, kilnBin, structured, tempDir } from '../lib/kiln.mjs';
 import { readServeInfo, stopProcess } from '../lib/http.mjs';
+import { probeExec, sandboxOrSkip } from '../lib/sandbox_probe.mjs';
 
 const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const PASSWORD = 'open sesame 42';
@@ -85,6 +90,43 @@ test('a browser logs in to a password-protected artifact and sees the page', asy
     await page.screenshot({ path: shot, fullPage: true });
     assert.ok(fs.statSync(shot).size > 1000);
     console.log(`# screenshot: ${shot}`);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('an invited person opens their link to an app, uses its form and is greeted by name', async (t) => {
+  const k = await startAppKiln({ ws: appWorkspace() });
+  t.after(() => k.stop());
+  if (sandboxOrSkip(t, await probeExec(k.call))) return;
+  const { browser, why } = await launch();
+  if (!browser) {
+    console.log(`# browser app test not run: ${why}`);
+    t.skip(why);
+    return;
+  }
+  try {
+    const pub = await publishApp(k, { name: 'guestbook', share: 'invite', invite: ['dana'] });
+    await waitForState(k, 'guestbook');
+    const link = pub.invites.find((i) => i.name === 'dana').url;
+    const page = await browser.newPage();
+    const landed = await page.goto(link);
+    assert.equal(landed.status(), 200, 'the link lands on the app');
+    assert.equal(page.url(), pub.url, 'the token is gone from the address bar');
+    assert.equal(await page.locator('#who').textContent(), 'Hello, dana');
+    const session = (await page.context().cookies()).find((c) => c.name === 'kiln_session');
+    assert.ok(session?.httpOnly, 'an HttpOnly kiln_session cookie');
+    assert.equal(session.path, '/a/guestbook/');
+    await page.locator('#message').fill('kiln <apps> work');
+    await page.locator('#send').click();
+    await page.locator('#result').waitFor({ timeout: 15000 });
+    assert.equal(page.url(), `${pub.url}greet`);
+    assert.equal(await page.locator('#result').textContent(), 'dana says: kiln <apps> work');
+    // The app never had Kiln's cookie to hand to its page.
+    assert.equal(await page.evaluate(() => document.cookie), '');
+    const outDir = path.join(path.dirname(kilnBin()), 'test-artifacts');
+    fs.mkdirSync(outDir, { recursive: true });
+    await page.screenshot({ path: path.join(outDir, 'browser-app.png'), fullPage: true });
   } finally {
     await browser.close();
   }
