@@ -49,7 +49,11 @@ http::Endpoint control_endpoint(Supervisor& supervisor, std::string token) {
   e.path = kControlPath;
   e.body_limit = 64 * 1024;
   e.screen = [token](const http::Request& r) -> std::optional<http::Response> {
-    if (!r.client_is_local) return json_response(403, {{"error", "the app control API answers this machine only"}});
+    // A request relayed by a proxy on this machine comes from loopback too, on behalf of anyone.
+    const bool relayed = r.header("x-forwarded-for") || r.header("forwarded") || r.header("x-real-ip") ||
+                         r.header("via");
+    if (!r.client_is_local || relayed)
+      return json_response(403, {{"error", "the app control API answers this machine only, never through a proxy"}});
     if (r.method != "POST") return json_response(405, {{"error", "POST a JSON {\"op\": ...}"}});
     if (!token_matches(r.authorization, token))
       return json_response(401, {{"error", "a bearer token is required: kiln serve --print-token prints it"}});

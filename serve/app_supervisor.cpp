@@ -347,7 +347,8 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
     ready(std::move(u));
     return;
   }
-  if (app->in_flight >= app->config.max_connections) {
+  // Requests waiting for a waking app count too: a burst must not all be let through at once.
+  if (app->in_flight + int(app->waiters.size()) >= app->config.max_connections) {
     lock.unlock();
     Upstream u;
     u.status = 503;

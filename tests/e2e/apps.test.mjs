@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
-import { readServeInfo, request, stopProcess } from '../lib/http.mjs';
+import { request, stopServeOf } from '../lib/http.mjs';
 import { errorText, kilnBin, kilnEnv, sleep, structured, tempDir } from '../lib/kiln.mjs';
 import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
@@ -86,10 +86,7 @@ async function startKiln(t, { ws, state } = {}) {
     serveLog() {
       try { return fs.readFileSync(path.join(state, 'serve.log'), 'utf8').slice(-3000); } catch { return ''; }
     },
-    async stopServe() {
-      const info = readServeInfo(state);
-      if (info?.pid) await stopProcess(info.pid, 20000);
-    },
+    stopServe: () => stopServeOf(state),
   };
   t.after(async () => {
     await client.close().catch(() => {});

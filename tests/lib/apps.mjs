@@ -10,7 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { alive, readServeInfo, stopProcess } from './http.mjs';
+import { alive, readServeInfo, stopServeOf } from './http.mjs';
 import { connectClient, errorText, kilnBin, sleep, tempDir } from './kiln.mjs';
 
 export const echoAppSource = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'echo_app.cjs'), 'utf8');
@@ -57,7 +57,7 @@ export async function startAppKiln({ ws, home = tempDir('kiln-app-home-'), env =
         try { log = fs.readFileSync(path.join(home, 'serve.log'), 'utf8').split('\n').slice(-40).join('\n'); } catch { /* none */ }
         console.log(`# kiln serve (pid ${info.pid}) died before the tests ended; the end of ${home}/serve.log:\n${log.replace(/^/gm, '# ')}`);
       }
-      if (info?.pid) await stopProcess(info.pid, 15000);
+      await stopServeOf(home, 15000);
     },
   };
   return k;

@@ -101,6 +101,21 @@ export async function stopProcess(pid, graceMs = 7000) {
   }
 }
 
+// Stops the kiln serve of state directory `home` (from its serve.json), but only if that pid is
+// still a `kiln serve` of that directory: a daemon that is gone leaves a stale pid, which by now
+// may be another test's server.
+export async function stopServeOf(home, graceMs = 20000) {
+  const info = readServeInfo(home);
+  if (!info?.pid) return;
+  let cmd = '';
+  try { cmd = fs.readFileSync(`/proc/${info.pid}/cmdline`, 'utf8'); } catch { return; }
+  const args = cmd.split('\0');
+  if (!args.includes('serve')) return;
+  const dir = args[args.indexOf('--state-dir') + 1];
+  if (args.includes('--state-dir') && dir && fs.realpathSync(dir) !== fs.realpathSync(home)) return;
+  await stopProcess(info.pid, graceMs);
+}
+
 export function basicAuth(password, user = 'any') {
   return `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 }
