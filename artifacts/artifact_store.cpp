@@ -240,9 +240,10 @@ Result<ResolvedFile> ArtifactStore::resolve(const std::string& name, std::option
     return fail(Errc::not_found, fmt::format("artifact {} has no file '{}'", name, path));
   };
   std::lock_guard lock(mu_);
-  db::Statement v(db_, version ? "SELECT number, single_file FROM versions WHERE artifact = ?1 AND number = ?2"
-                               : "SELECT number, single_file FROM versions WHERE artifact = ?1 ORDER BY number DESC "
-                                 "LIMIT 1");
+  db::Statement v(db_, version ? "SELECT number, single_file, app IS NOT NULL FROM versions WHERE artifact = ?1 AND "
+                                 "number = ?2"
+                               : "SELECT number, single_file, app IS NOT NULL FROM versions WHERE artifact = ?1 ORDER BY "
+                                 "number DESC LIMIT 1");
   v.bind(1, name);
   if (version) v.bind(2, *version);
   auto found = v.next("select version");
@@ -253,6 +254,7 @@ Result<ResolvedFile> ArtifactStore::resolve(const std::string& name, std::option
   }
   const std::int64_t number = v.int64(0);
   const bool single = v.int64(1) != 0;
+  const bool app = v.int64(2) != 0;
 
   // Candidates in order: the path itself, then the folder's index.html.
   std::vector<std::string> candidates;
@@ -288,6 +290,7 @@ Result<ResolvedFile> ArtifactStore::resolve(const std::string& name, std::option
       if (!detail::valid_sha256_hex(out.sha256)) return fail(Errc::internal, "artifact store: corrupt file row");
       out.blob_path = blob_path(out.sha256);
       out.content_type = content_type_for(out.logical_path);
+      out.app = app;
       return out;
     }
   }

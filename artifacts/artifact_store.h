@@ -124,6 +124,7 @@ struct ResolvedFile {
   std::string sha256;        // hex; the strong ETag is "\"" + sha256 + "\""
   std::string content_type;  // from the file name
   std::string logical_path;  // path inside the version ("index.html" for a folder request)
+  bool app = false;          // the version is an app: its files are its source, never served as pages
 };
 
 // What the HTTP layer knows about the visitor.

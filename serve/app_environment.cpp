@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -129,6 +131,20 @@ bool http_ready(int fd, const std::string& path, int timeout_ms) {
   if (n < 12) return false;
   std::string head(buf, std::size_t(n));
   return head.starts_with("HTTP/1.") && (head[9] == '2' || head[9] == '3');
+}
+
+// `/bin/sh -c "node server.js"`: a plain command line becomes `exec node server.js`, so the app is
+// the process Kiln signals (a SIGTERM to stop it reaches the app itself, and an app that exits 0
+// on it leaves a passing trace) instead of a shell that dies of the signal. Anything with shell
+// syntax in it stays as written.
+std::vector<std::string> web_argv(const std::vector<std::string>& argv) {
+  if (argv.size() != 3 || argv[0] != "/bin/sh" || argv[1] != "-c") return argv;
+  const std::string& cmd = argv[2];
+  const bool plain = !cmd.empty() && std::all_of(cmd.begin(), cmd.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == ' ' || std::string_view("_./=:@%+,-").find(char(c)) != std::string_view::npos;
+  });
+  if (!plain || cmd.find('=') < cmd.find(' ')) return argv;  // VAR=value cmd: leave it to the shell
+  return {argv[0], argv[1], "exec " + cmd};
 }
 
 }  // namespace
@@ -260,7 +276,7 @@ Result<void> Supervisor::Impl::bring_up(App& app, bool web, std::stop_token stop
   }
   sbx::ExecRequest req;
   req.owner = opt.principal;
-  req.argv = config.argv;
+  req.argv = web_argv(config.argv);
   req.display_command = config.display;
   {
     std::lock_guard lock(app.mu);

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "artifacts/artifact_store.h"
+#include "sandbox/manager.h"
 
 namespace kiln::server::apps {
 

@@ -280,6 +280,9 @@ Response serve_file(Visit& v) {
   if (!version && v.decision.version > 0) version = v.decision.version;
   std::string cache = cache_control(v);
   auto f = resolve_cached(v, version, rel);
+  // An app's files are its source (kiln.json, server code): never pages, whether or not the
+  // front door has heard of the app yet.
+  if (f && f->app) return message(req, 404, "Not found", "There is nothing published at this address.");
   if (f) {
     bool folder = f->logical_path != rel && !rel.empty();
     if (folder && !v.t.trailing_slash) return redirect(req, 301, with_query(v.t.raw_path + "/", v.t.query));
@@ -296,9 +299,9 @@ Response serve_file(Visit& v) {
   }
   // What static hosts do: "/about" finds about.html, and the site's own 404.html answers misses.
   if (!rel.empty() && !v.t.trailing_slash && v.rest.back().find('.') == std::string::npos) {
-    if (auto html = store.resolve(v.name, version, rel + ".html")) return file_response(req, *html, cache, 200, true);
+    if (auto html = store.resolve(v.name, version, rel + ".html"); html && !html->app) return file_response(req, *html, cache, 200, true);
   }
-  if (auto nf = store.resolve(v.name, version, "404.html")) return file_response(req, *nf, "no-cache", 404, false);
+  if (auto nf = store.resolve(v.name, version, "404.html"); nf && !nf->app) return file_response(req, *nf, "no-cache", 404, false);
   return message(req, 404, "Not found", "There is no such file in this artifact.");
 }
 
@@ -332,7 +335,7 @@ Response artifact_route(Visit& v) {
       v.decision.share = Share::public_;
       v.decision.version = hit->version;
       v.decided = true;
-      return file_response(req, hit->file, cache_control(v), 200, true);
+      if (!hit->file.app) return file_response(req, hit->file, cache_control(v), 200, true);
     }
   }
   v.decision = v.ctx.store->check_access(v.name, v.version, creds);

@@ -389,7 +389,7 @@ serverTest('idle reaping takes the services with the sandbox and lets their data
   // A sandbox whose only activity is its services is reaped after twice the idle time.
   const state = freshDir('kiln-svc-state-');
   const ws = makeWs({ 'kiln.json': PG });
-  const k = await startKiln(t, { ws, state, args: ['--sandbox-idle-s', '1'] });
+  const k = await startKiln(t, { ws, state, args: ['--sandbox-idle-s', '3'] });
   const sb = await k.ok('sandbox_create', { services: ['db'] });
   const pid = (await k.ok('service_list', { sandbox_id: sb.sandbox_id })).services[0].pid;
   assert.ok(pid > 0);

@@ -65,7 +65,8 @@ struct Fixture {
 
   kiln::artifacts::PublishResult publish(const std::string& path, const std::string& name, Share share,
                                          const std::string& password = "", std::vector<std::string> invites = {},
-                                         std::optional<std::int64_t> expires = std::nullopt) {
+                                         std::optional<std::int64_t> expires = std::nullopt,
+                                         std::optional<nlohmann::json> app = std::nullopt) {
     auto root = kiln::workspace::Root::open((dir / "ws").string());
     REQUIRE(root.has_value());
     kiln::artifacts::PublishRequest req;
@@ -77,6 +78,7 @@ struct Fixture {
     req.password = password;
     req.invite_names = std::move(invites);
     req.expires_in_s = expires;
+    req.app = std::move(app);
     auto r = store->publish(req);
     REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().message));
     return *r;
@@ -454,4 +456,22 @@ TEST_CASE("the serving cache answers repeats, and the next request after a publi
   CHECK(f.get("/a/site/v/1/").status == 401);
   CHECK(f.get("/a/site/", {{"Authorization", basic("now private")}}).status == 200);
   CHECK(f.get("/a/site/").status == 401);  // a credentialed answer is never cached for others
+}
+
+TEST_CASE("an app's files are its source: the router never serves them as pages, not even before the front door knows it") {
+  Fixture f;
+  f.write("ws/site/server.js", "secret source\n");
+  const nlohmann::json app = {{"app", {{"argv", {"node", "server.js"}}}}, {"services", nlohmann::json::array()}};
+  f.publish("site", "tracker", Share::public_, "", {}, std::nullopt, app);
+  for (const char* target : {"/a/tracker/", "/a/tracker/server.js", "/a/tracker/index.html", "/a/tracker/v/1/server.js",
+                             "/a/tracker/about", "/a/tracker/missing"}) {
+    CAPTURE(target);
+    auto r = f.get(target);
+    CHECK(r.status == 404);
+    CHECK(r.file_path.empty());
+    CHECK(r.body.find("secret source") == std::string::npos);
+  }
+  // A static version beside it stays a page.
+  f.publish("site", "plainsite", Share::public_);
+  CHECK(f.get("/a/plainsite/server.js").status == 200);
 }
