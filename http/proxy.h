@@ -31,12 +31,21 @@ struct ProxyOutcome {
 struct ProxyUpstream {
   // A connected stream socket to the upstream (may be non-blocking with its connect in progress).
   UniqueFd fd;
+  // `fd` already carried a request (a pooled keep-alive socket): the upstream may have closed it
+  // meanwhile (its keep-alive ran out). If it ends before a byte of the answer, a request without
+  // a body and with an idempotent method (RFC 9110 9.2.2) is sent once more on `reconnect()`'s
+  // socket (empty: the client gets the 502).
+  bool reused = false;
+  std::function<UniqueFd()> reconnect;
   std::string target;  // the request-target to send (the caller already removed its prefix)
   // Lower-case names removed from the client's request besides the hop-by-hop ones, and name prefixes
   // ("x-kiln-"). A name in set_headers is removed from the client's request too.
   std::vector<std::string> drop_headers;
   std::vector<std::string> drop_prefixes;
   std::vector<std::pair<std::string, std::string>> set_headers;  // added after the drops
+  // Cookie names (compared ignoring case) whose Set-Cookie from the upstream never reaches the
+  // client, nor one with an empty name (a browser sends its value alone, "name=value" included).
+  std::vector<std::string> drop_set_cookies;
   std::chrono::seconds response_timeout{60};  // from the whole request sent to the response head: else 504
   std::chrono::seconds idle_timeout{300};     // no byte either way for this long (body or tunnel): cut
   // Exactly once, when the exchange or tunnel ends, also when the client leaves half-way or the

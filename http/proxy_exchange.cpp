@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <vector>
 
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
@@ -13,6 +14,22 @@
 #include "http/proxy_exchange.h"
 
 namespace kiln::server::http {
+
+namespace {
+constexpr std::size_t kPooledChunks = 16;
+thread_local std::vector<std::unique_ptr<char[]>> chunk_pool;
+}  // namespace
+
+std::unique_ptr<char[]> ProxyExchange::Chunk::take() {
+  if (chunk_pool.empty()) return std::make_unique_for_overwrite<char[]>(kChunk);
+  auto b = std::move(chunk_pool.back());
+  chunk_pool.pop_back();
+  return b;
+}
+
+ProxyExchange::Chunk::~Chunk() {
+  if (bytes && chunk_pool.size() < kPooledChunks) chunk_pool.push_back(std::move(bytes));
+}
 
 ProxyExchange::ProxyExchange(std::shared_ptr<Session> session, ProxyUpstream upstream)
     : s_(std::move(session)),
@@ -47,9 +64,20 @@ void ProxyExchange::start() {
   arm_idle_timer();
   arm_response_timer();  // covers the connect and the head; re-armed once the body is sent
   if (!up_.fd) return upstream_failed(502, "The app has no connection to offer.");
+  // A request that may go again on a fresh connection: nothing of it is lost with a stale socket.
+  const auto method = m.method();
+  retryable_ = up_.reused && up_.reconnect && req_->is_done() && !upgrade_ &&
+               (method == bhttp::verb::get || method == bhttp::verb::head || method == bhttp::verb::options ||
+                method == bhttp::verb::put || method == bhttp::verb::delete_ || method == bhttp::verb::trace);
+  attach(std::move(up_.fd), up_.reused);
+}
+
+void ProxyExchange::attach(UniqueFd fd, bool reused) {
   beast::error_code ec;
-  upstream_.assign(up_.fd.release(), ec);
+  upstream_.assign(fd.release(), ec);
   if (ec) return upstream_failed(502, "The app's connection is unusable.");
+  // A socket that carried a request is connected: the head goes out at once.
+  if (reused) return on_connected({});
   upstream_.async_wait(net::posix::stream_descriptor::wait_write,
                        [self = shared_from_this()](beast::error_code e) { self->on_connected(e); });
 }
@@ -60,23 +88,32 @@ void ProxyExchange::on_connected(beast::error_code ec) {
   if (ended_ || upstream_closed_) return;
   int err = 0;
   socklen_t len = sizeof err;
-  if (!ec && ::getsockopt(upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 && errno != ENOTSOCK) {
+  if (!ec && !up_.reused && ::getsockopt(upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 && errno != ENOTSOCK) {
     err = errno;
   }
   if (ec || err != 0) return upstream_failed(502, "The app is not accepting connections.");
   touch();
-  auto& m = req_->get();
-  HeaderFields fields;
-  for (const auto& f : m) fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
-  up_head_ = proxy_request_head(std::string_view(m.method_string()), up_, fields, upgrade_, up_framing_,
-                                req_->content_length().value_or(0));
-  net::async_write(upstream_, net::buffer(up_head_),
+  if (up_head_.empty()) {
+    auto& m = req_->get();
+    HeaderFields fields;
+    for (const auto& f : m) fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    up_head_ = proxy_request_head(std::string_view(m.method_string()), up_, fields, upgrade_, up_framing_,
+                                  req_->content_length().value_or(0));
+  }
+  send_head();
+}
+
+void ProxyExchange::send_head() {
+  beast::error_code ec;
+  std::size_t sent = send_now(upstream_.native_handle(), net::buffer(up_head_), ec);
+  if (ec || sent == up_head_.size()) return on_head_sent(ec);
+  net::async_write(upstream_, net::buffer(up_head_) + sent,
                    [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_head_sent(e); });
 }
 
 void ProxyExchange::on_head_sent(beast::error_code ec) {
   if (ended_ || upstream_closed_) return;
-  if (ec) return upstream_failed(502, "The app closed the connection.");
+  if (ec) return retryable_ ? retry() : upstream_failed(502, "The app closed the connection.");
   touch();
   if (!expect_continue_) return begin_transfer();
   // Expect is not forwarded: the proxy itself invites the body, which the upstream then reads as usual.
@@ -161,6 +198,18 @@ void ProxyExchange::close_upstream() {
   upstream_closed_ = true;
   beast::error_code ec;
   upstream_.close(ec);  // what is pending on it ends with operation_aborted
+}
+
+void ProxyExchange::retry() {
+  retryable_ = false;
+  up_.reused = false;
+  beast::error_code ec;
+  upstream_.close(ec);
+  up_buffer_.clear();
+  res_.reset();
+  UniqueFd fd = up_.reconnect();
+  if (!fd) return upstream_failed(502, "The app is not accepting connections.");
+  attach(std::move(fd), false);
 }
 
 void ProxyExchange::upstream_failed(int status, std::string_view text) {

@@ -53,7 +53,7 @@ void decide_now(Supervisor& supervisor, const http::RouterContext& ctx, const ht
   }
   const bool is_head = head.method == "HEAD";
   std::string name = admission.name;
-  supervisor.acquire(name, [&supervisor, head, admission = std::move(admission), reply = std::move(reply),
+  supervisor.acquire(name, [&supervisor, &ctx, head, admission = std::move(admission), reply = std::move(reply),
                             is_head](Upstream u) mutable {
     http::ProxyDecision d;
     if (!u.fd) {
@@ -63,12 +63,19 @@ void decide_now(Supervisor& supervisor, const http::RouterContext& ctx, const ht
     }
     http::ProxyUpstream up;
     up.fd = std::move(u.fd);
+    up.reused = u.reused;
+    up.reconnect = [&supervisor, name = admission.name] {
+      auto c = supervisor.reconnect(name);
+      return c ? std::move(*c) : UniqueFd();
+    };
     up.target = admission.target;
     // Kiln's credentials and anything claiming to come from Kiln stay out; the client's
     // forwarding headers are replaced, never appended to.
     up.drop_headers = {"authorization", "cookie", "forwarded", "x-forwarded-for", "x-forwarded-host",
                        "x-forwarded-proto", "x-forwarded-prefix", "x-real-ip"};
     up.drop_prefixes = {"x-kiln-"};
+    // Kiln's session cookie is Kiln's alone: an app may neither plant nor clear it (any Path).
+    up.drop_set_cookies = {ctx.cookie_name};
     up.set_headers = {{"X-Forwarded-Prefix", "/a/" + admission.name},
                       {"X-Forwarded-Host", head.host},
                       {"X-Forwarded-Proto", "http"},

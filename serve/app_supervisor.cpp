@@ -369,6 +369,7 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
     lock.unlock();
     Upstream u;
     u.max_wait_s = wait_s;
+    u.reused = bool(fd);
     if (!fd) {
       auto c = self->connect(*app, std::chrono::milliseconds(2000));
       if (!c) {
@@ -406,6 +407,16 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
       if (auto ok = self->bring_up(*app, true, st); !ok) spdlog::warn("apps: waking {} failed: {}", app->name, ok.error().message);
     });
   }
+}
+
+Result<UniqueFd> Supervisor::reconnect(const std::string& name) {
+  auto app = impl_->find(name);
+  if (!app) return fail(Errc::not_found, "the app was unpublished");
+  {
+    std::lock_guard lock(app->mu);
+    if (app->state != AppState::running) return fail(Errc::conflict, "the app is not running");
+  }
+  return impl_->connect(*app, std::chrono::milliseconds(2000));
 }
 
 void Supervisor::release(const std::string& name, UniqueFd reusable, bool upstream_failed) {

@@ -42,6 +42,7 @@ struct Upstream {
   std::string why;      // a sentence for the plain error page
   int retry_after_s = 0;
   int max_wait_s = 60;  // the app's request_timeout_s, for the proxy's response timeout
+  bool reused = false;  // fd came from the idle pool (the app may have closed it since)
 };
 
 class Supervisor {
@@ -67,6 +68,8 @@ class Supervisor {
   // A connection for one request to `name`, waking the app if it sleeps. `ready` runs exactly
   // once, on any thread, possibly seconds later.
   void acquire(const std::string& name, std::function<void(Upstream)> ready);
+  // A new connection for an exchange acquire() already counts, whose pooled fd was stale.
+  Result<UniqueFd> reconnect(const std::string& name);
   // Once per acquired fd's exchange: `reusable` (a keep-alive socket) goes back to the pool.
   void release(const std::string& name, UniqueFd reusable, bool upstream_failed);
 
