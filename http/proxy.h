@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +18,23 @@
 
 namespace kiln::server::http {
 
+// An upstream socket between exchanges: a plain connected fd, or one a finished exchange handed
+// back, which stays registered with the listener's io loop and set non-blocking, so the next
+// exchange on it neither registers it again nor waits for a connect. Move-only; dropping it
+// closes the socket (from any thread, also after the Server is gone).
+class UpstreamSocket {
+ public:
+  UpstreamSocket() = default;
+  explicit UpstreamSocket(UniqueFd fd) : fd_(std::move(fd)) {}
+  explicit operator bool() const { return fd_ || parked_; }
+  bool reused() const { return parked_ != nullptr; }
+
+ private:
+  friend class ProxyExchange;
+  UniqueFd fd_;
+  std::shared_ptr<void> parked_;  // the exchange's descriptor (proxy_exchange.cpp)
+};
+
 struct ProxyOutcome {
   int status = 0;  // what the client got (502/504 when the upstream failed); 0: nothing went out
   std::uint64_t request_bytes = 0;   // request body bytes forwarded upstream
@@ -25,13 +43,15 @@ struct ProxyOutcome {
   bool upgraded = false;         // a 101 tunnel (WebSocket) ran
   // The upstream socket when it may carry another request (keep-alive, response complete, nothing
   // left over); else empty and closed.
-  UniqueFd reusable;
+  UpstreamSocket reusable;
 };
 
 struct ProxyUpstream {
-  // A connected stream socket to the upstream (may be non-blocking with its connect in progress).
-  UniqueFd fd;
-  // `fd` already carried a request (a pooled keep-alive socket): the upstream may have closed it
+  // A connected stream socket to the upstream (a fresh one may be non-blocking with its connect in
+  // progress).
+  UpstreamSocket fd;
+  // `fd` already carried a request (a pooled keep-alive socket; always so for one a ProxyOutcome
+  // handed back): the upstream may have closed it
   // meanwhile (its keep-alive ran out). If it ends before a byte of the answer, a request without
   // a body and with an idempotent method (RFC 9110 9.2.2) is sent once more on `reconnect()`'s
   // socket (empty: the client gets the 502).

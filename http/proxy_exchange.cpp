@@ -2,6 +2,7 @@
 // send the rewritten head, stream the client's body with backpressure (no size limit, one 64 KiB
 // buffer), the two timeouts, the proxy's own 502/504, and handing the connection back.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <vector>
@@ -18,6 +19,26 @@ namespace kiln::server::http {
 namespace {
 constexpr std::size_t kPooledChunks = 16;
 thread_local std::vector<std::unique_ptr<char[]>> chunk_pool;
+
+// A finished exchange's descriptor, still registered with its Server's io loop. Dropped after
+// that Server is gone, it must not touch the loop (even release() would): the socket is closed
+// and the small object is left behind, once per pooled socket at teardown.
+struct Parked {
+  std::shared_ptr<ProxyGate> gate;
+  net::posix::stream_descriptor* descriptor;
+  Parked(std::shared_ptr<ProxyGate> g, net::posix::stream_descriptor&& d)
+      : gate(std::move(g)), descriptor(new net::posix::stream_descriptor(std::move(d))) {}
+  Parked(const Parked&) = delete;
+  Parked& operator=(const Parked&) = delete;
+  ~Parked() {
+    std::lock_guard lock(gate->mu);
+    if (gate->open) {
+      delete descriptor;
+    } else {
+      ::close(descriptor->native_handle());
+    }
+  }
+};
 }  // namespace
 
 std::unique_ptr<char[]> ProxyExchange::Chunk::take() {
@@ -69,17 +90,23 @@ void ProxyExchange::start() {
   retryable_ = up_.reused && up_.reconnect && req_->is_done() && !upgrade_ &&
                (method == bhttp::verb::get || method == bhttp::verb::head || method == bhttp::verb::options ||
                 method == bhttp::verb::put || method == bhttp::verb::delete_ || method == bhttp::verb::trace);
-  attach(std::move(up_.fd), up_.reused);
+  attach(std::move(up_.fd));
 }
 
-void ProxyExchange::attach(UniqueFd fd, bool reused) {
+void ProxyExchange::attach(UpstreamSocket socket) {
+  if (socket.parked_) {
+    // Registered and non-blocking already, and connected: the head goes out at once.
+    up_.reused = true;
+    upstream_ = std::move(*std::static_pointer_cast<Parked>(socket.parked_)->descriptor);
+    return on_connected({});
+  }
   beast::error_code ec;
-  upstream_.assign(fd.release(), ec);
+  upstream_.assign(socket.fd_.release(), ec);
   if (ec) return upstream_failed(502, "The app's connection is unusable.");
   // A socket that carried a request is connected: the head goes out at once.
-  if (reused) return on_connected({});
+  if (up_.reused) return on_connected({});
   upstream_.async_wait(net::posix::stream_descriptor::wait_write,
-                       [self = shared_from_this()](beast::error_code e) { self->on_connected(e); });
+                       on_strand([self = shared_from_this()](beast::error_code e) { self->on_connected(e); }));
 }
 
 void ProxyExchange::cut() { conclude(Handoff::close); }
@@ -108,7 +135,7 @@ void ProxyExchange::send_head() {
   std::size_t sent = send_now(upstream_.native_handle(), net::buffer(up_head_), ec);
   if (ec || sent == up_head_.size()) return on_head_sent(ec);
   net::async_write(upstream_, net::buffer(up_head_) + sent,
-                   [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_head_sent(e); });
+                   on_strand([self = shared_from_this()](beast::error_code e, std::size_t) { self->on_head_sent(e); }));
 }
 
 void ProxyExchange::on_head_sent(beast::error_code ec) {
@@ -153,7 +180,7 @@ void ProxyExchange::on_client_body(beast::error_code ec) {
   if (got == 0 && up_tail_.empty()) return last ? upload_complete() : upload();
   std::array<net::const_buffer, 3> bufs{net::buffer(up_frame_), net::buffer(up_chunk_.data(), got),
                                         net::buffer(up_tail_)};
-  net::async_write(upstream_, bufs, [self = shared_from_this(), last](beast::error_code e, std::size_t) {
+  net::async_write(upstream_, bufs, on_strand([self = shared_from_this(), last](beast::error_code e, std::size_t) {
     if (self->ended_ || self->upstream_closed_) return;
     if (e) {
       // It stopped reading: it may have answered already (a refusal), so wait for that answer
@@ -165,7 +192,7 @@ void ProxyExchange::on_client_body(beast::error_code ec) {
     self->touch();
     if (last) return self->upload_complete();
     self->upload();
-  });
+  }));
 }
 
 void ProxyExchange::upload_complete() {
@@ -209,7 +236,7 @@ void ProxyExchange::retry() {
   res_.reset();
   UniqueFd fd = up_.reconnect();
   if (!fd) return upstream_failed(502, "The app is not accepting connections.");
-  attach(std::move(fd), false);
+  attach(UpstreamSocket(std::move(fd)));
 }
 
 void ProxyExchange::upstream_failed(int status, std::string_view text) {
@@ -238,7 +265,7 @@ void ProxyExchange::conclude(Handoff how) {
   if (upstream_reusable()) {
     beast::error_code ec;
     upstream_.cancel(ec);
-    outcome_.reusable = UniqueFd(upstream_.release());
+    outcome_.reusable.parked_ = std::make_shared<Parked>(s_->srv_.proxy_gate, std::move(upstream_));
   } else if (!upstream_closed_) {
     close_upstream();
   }

@@ -18,6 +18,7 @@
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -76,7 +77,7 @@ class ProxyExchange : public std::enable_shared_from_this<ProxyExchange> {
   enum class Handoff { keep, drain, close };
 
   // Registers the socket; a fresh one's connect is awaited first.
-  void attach(UniqueFd fd, bool reused);
+  void attach(UpstreamSocket socket);
   void on_connected(beast::error_code ec);
   // The reused socket was stale (closed before a byte of the answer): the same head on a new one.
   void retry();
@@ -133,6 +134,13 @@ class ProxyExchange : public std::enable_shared_from_this<ProxyExchange> {
   void tunnel(const HeaderFields& fields, std::string_view reason);
   void pipe_to_upstream();
   void pipe_to_client();
+
+  // Every handler of an operation on upstream_ runs on the connection's strand: a reused
+  // descriptor still carries the executor of the connection it was made for.
+  template <class Handler>
+  auto on_strand(Handler h) {
+    return net::bind_executor(s_->executor(), std::move(h));
+  }
 
   std::shared_ptr<Session> s_;
   ProxyUpstream up_;

@@ -19,8 +19,9 @@ void ProxyExchange::read_response_head() {
   res_->header_limit(static_cast<std::uint32_t>(kChunk));
   res_->body_limit(boost::optional<std::uint64_t>());
   if (head_request_) res_->skip(true);
-  bhttp::async_read_header(upstream_, up_buffer_, *res_,
-                           [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_response_head(e); });
+  bhttp::async_read_header(upstream_, up_buffer_, *res_, on_strand([self = shared_from_this()](beast::error_code e, std::size_t) {
+                             self->on_response_head(e);
+                           }));
 }
 
 void ProxyExchange::on_response_head(beast::error_code ec) {
@@ -89,8 +90,9 @@ void ProxyExchange::download() {
     head_pending_ = false;
     return to_client(net::buffer(down_head_), [this] { download(); });
   }
-  bhttp::async_read_some(upstream_, up_buffer_, *res_,
-                         [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_upstream_body(e); });
+  bhttp::async_read_some(upstream_, up_buffer_, *res_, on_strand([self = shared_from_this()](beast::error_code e, std::size_t) {
+                           self->on_upstream_body(e);
+                         }));
 }
 
 void ProxyExchange::on_upstream_body(beast::error_code ec) {
@@ -161,12 +163,12 @@ void ProxyExchange::pipe_to_upstream() {
     if (e) return self->conclude(Handoff::close);
     self->touch();
     self->outcome_.request_bytes += n;
-    net::async_write(self->upstream_, net::buffer(self->up_chunk_.data(), n), [self](beast::error_code w, std::size_t) {
+    net::async_write(self->upstream_, net::buffer(self->up_chunk_.data(), n), self->on_strand([self](beast::error_code w, std::size_t) {
       if (self->ended_) return;
       if (w) return self->conclude(Handoff::close);
       self->touch();
       self->pipe_to_upstream();
-    });
+    }));
   };
   client_reading_ = true;
   // Bytes the client sent right behind its request head were buffered by the session's parser.
@@ -179,13 +181,13 @@ void ProxyExchange::pipe_to_upstream() {
 }
 
 void ProxyExchange::pipe_to_client() {
-  upstream_.async_read_some(net::buffer(down_chunk_.data(), kChunk), [self = shared_from_this()](beast::error_code e, std::size_t n) {
+  upstream_.async_read_some(net::buffer(down_chunk_.data(), kChunk), on_strand([self = shared_from_this()](beast::error_code e, std::size_t n) {
     if (self->ended_) return;
     if (e) return self->conclude(Handoff::close);
     self->touch();
     self->outcome_.response_bytes += n;
     self->to_client(net::buffer(self->down_chunk_.data(), n), [raw = self.get()] { raw->pipe_to_client(); });
-  });
+  }));
 }
 
 }  // namespace kiln::server::http

@@ -224,7 +224,7 @@ void Supervisor::Impl::answer_waiters(App& app, std::unique_lock<std::mutex>& lo
     if (state == AppState::running) {
       auto fd = connect(app, std::chrono::milliseconds(2000));
       if (fd) {
-        u.fd = std::move(*fd);
+        u.fd = http::UpstreamSocket(std::move(*fd));
         std::lock_guard l(app.mu);
         ++app.in_flight;
         app.last_request_at = now_s();
@@ -359,7 +359,7 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
   }
   app->last_request_at = now_s();
   if (app->state == AppState::running) {
-    UniqueFd fd;
+    http::UpstreamSocket fd;
     if (!app->idle_fds.empty()) {
       fd = std::move(app->idle_fds.back());
       app->idle_fds.pop_back();
@@ -380,7 +380,7 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
         ready(std::move(u));
         return;
       }
-      fd = std::move(*c);
+      fd = http::UpstreamSocket(std::move(*c));
     }
     u.fd = std::move(fd);
     ready(std::move(u));
@@ -419,7 +419,7 @@ Result<UniqueFd> Supervisor::reconnect(const std::string& name) {
   return impl_->connect(*app, std::chrono::milliseconds(2000));
 }
 
-void Supervisor::release(const std::string& name, UniqueFd reusable, bool upstream_failed) {
+void Supervisor::release(const std::string& name, http::UpstreamSocket reusable, bool upstream_failed) {
   auto app = impl_->find(name);
   if (!app) return;
   std::lock_guard lock(app->mu);

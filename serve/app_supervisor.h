@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/unique_fd.h"
+#include "http/proxy.h"
 
 namespace kiln::artifacts { class ArtifactStore; }
 namespace kiln::sandbox { class SandboxManager; }
@@ -37,7 +38,7 @@ struct SupervisorOptions {
 
 // What a request to an app gets from acquire(): a socket to the app, or why not.
 struct Upstream {
-  UniqueFd fd;          // connected (or connecting) to the app's port inside its sandbox
+  http::UpstreamSocket fd;  // connected (or connecting) to the app's port inside its sandbox
   int status = 0;       // when fd is empty: 502 (crashed), 503 (not up in time, at capacity), 404
   std::string why;      // a sentence for the plain error page
   int retry_after_s = 0;
@@ -71,7 +72,7 @@ class Supervisor {
   // A new connection for an exchange acquire() already counts, whose pooled fd was stale.
   Result<UniqueFd> reconnect(const std::string& name);
   // Once per acquired fd's exchange: `reusable` (a keep-alive socket) goes back to the pool.
-  void release(const std::string& name, UniqueFd reusable, bool upstream_failed);
+  void release(const std::string& name, http::UpstreamSocket reusable, bool upstream_failed);
 
   // The control API (serve/app_control.cpp). Each may block for as long as the app takes to
   // start or a schedule takes to run; call off the io threads.

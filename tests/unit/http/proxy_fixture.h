@@ -42,7 +42,7 @@ struct Proxy {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<ProxyOutcome> outcomes;
-  std::vector<kiln::UniqueFd> pool;  // mode "pooled": reusable sockets, handed out again as reused
+  std::vector<UpstreamSocket> pool;  // mode "pooled": reusable sockets, handed out again as reused
   std::atomic<int> decides{0};
   std::vector<std::thread> repliers;
   std::chrono::seconds response_timeout{30};
@@ -85,9 +85,9 @@ struct Proxy {
   }
 
   ProxyUpstream upstream_to(unsigned short port, const std::string& target, const Request& head,
-                            kiln::UniqueFd fd = {}) {
+                            UpstreamSocket fd = {}) {
     ProxyUpstream up;
-    up.fd = fd ? std::move(fd) : start_connect(port);
+    up.fd = fd ? std::move(fd) : UpstreamSocket(start_connect(port));
     up.target = target;
     up.drop_headers = {"x-secret"};
     up.drop_prefixes = {"x-kiln-"};
@@ -118,7 +118,7 @@ struct Proxy {
     } else if (mode == "refused") {
       d.upstream = upstream_to(refused_port, target, head);
     } else if (mode == "pooled") {
-      kiln::UniqueFd idle;
+      UpstreamSocket idle;
       {
         std::lock_guard lock(mu);
         if (!pool.empty()) {
