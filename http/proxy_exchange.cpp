@@ -25,9 +25,9 @@ thread_local std::vector<std::unique_ptr<char[]>> chunk_pool;
 // and the small object is left behind, once per pooled socket at teardown.
 struct Parked {
   std::shared_ptr<ProxyGate> gate;
-  net::generic::stream_protocol::socket* descriptor;
-  Parked(std::shared_ptr<ProxyGate> g, net::generic::stream_protocol::socket&& d)
-      : gate(std::move(g)), descriptor(new net::generic::stream_protocol::socket(std::move(d))) {}
+  net::posix::stream_descriptor* descriptor;
+  Parked(std::shared_ptr<ProxyGate> g, net::posix::stream_descriptor&& d)
+      : gate(std::move(g)), descriptor(new net::posix::stream_descriptor(std::move(d))) {}
   Parked(const Parked&) = delete;
   Parked& operator=(const Parked&) = delete;
   ~Parked() {
@@ -100,18 +100,12 @@ void ProxyExchange::attach(UpstreamSocket socket) {
     upstream_ = std::move(*std::static_pointer_cast<Parked>(socket.parked_)->descriptor);
     return on_connected({});
   }
-  int family = 0;
-  socklen_t len = sizeof family;
-  if (::getsockopt(socket.fd_.get(), SOL_SOCKET, SO_DOMAIN, &family, &len) != 0) {
-    return upstream_failed(502, "The app's connection is unusable.");
-  }
   beast::error_code ec;
-  upstream_.assign(net::generic::stream_protocol(family, SOCK_STREAM), socket.fd_.get(), ec);
+  upstream_.assign(socket.fd_.release(), ec);
   if (ec) return upstream_failed(502, "The app's connection is unusable.");
-  (void)socket.fd_.release();  // upstream_ owns it now
   // A socket that carried a request is connected: the head goes out at once.
   if (up_.reused) return on_connected({});
-  upstream_.async_wait(net::socket_base::wait_write,
+  upstream_.async_wait(net::posix::stream_descriptor::wait_write,
                        on_strand([self = shared_from_this()](beast::error_code e) { self->on_connected(e); }));
 }
 

@@ -16,7 +16,7 @@
 
 #include <cerrno>
 
-#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/write.hpp>
@@ -144,9 +144,7 @@ class ProxyExchange : public std::enable_shared_from_this<ProxyExchange> {
 
   std::shared_ptr<Session> s_;
   ProxyUpstream up_;
-  // A socket rather than a plain descriptor: sends never raise SIGPIPE, and a read that drained
-  // the socket is not retried speculatively (an EAGAIN per request saved).
-  net::generic::stream_protocol::socket upstream_;
+  net::posix::stream_descriptor upstream_;
   beast::flat_buffer up_buffer_{2 * kChunk};  // the upstream's response head and what follows
   std::optional<bhttp::request_parser<bhttp::buffer_body>> req_;
   std::optional<bhttp::response_parser<bhttp::buffer_body>> res_;
