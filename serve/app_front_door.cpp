@@ -1,7 +1,8 @@
 // The front door's rules: /a/NAME/... of an app (but not Kiln's own /a/NAME/_kiln/ pages, which the
 // artifact router serves) is admitted by the share mode, then forwarded with the /a/NAME prefix
 // removed, the forwarding headers and X-Kiln-User set, and Kiln's cookie, the Authorization
-// header, the invite token and every client-sent X-Kiln-* header gone.
+// header, the invite token and every client-sent X-Kiln-* header gone; on the way back, any
+// Set-Cookie of the app's for Kiln's own cookie is dropped.
 #include "serve/app_front_door.h"
 
 
