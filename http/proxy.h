@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +18,23 @@
 
 namespace kiln::server::http {
 
+// An upstream socket between exchanges: a plain connected fd, or one a finished exchange handed
+// back, which stays registered with the listener's io loop and set non-blocking, so the next
+// exchange on it neither registers it again nor waits for a connect. Move-only; dropping it
+// closes the socket (from any thread, also after the Server is gone).
+class UpstreamSocket {
+ public:
+  UpstreamSocket() = default;
+  explicit UpstreamSocket(UniqueFd fd) : fd_(std::move(fd)) {}
+  explicit operator bool() const { return fd_ || parked_; }
+  bool reused() const { return parked_ != nullptr; }
+
+ private:
+  friend class ProxyExchange;
+  UniqueFd fd_;
+  std::shared_ptr<void> parked_;  // the exchange's descriptor (proxy_exchange.cpp)
+};
+
 struct ProxyOutcome {
   int status = 0;  // what the client got (502/504 when the upstream failed); 0: nothing went out
   std::uint64_t request_bytes = 0;   // request body bytes forwarded upstream
@@ -25,18 +43,29 @@ struct ProxyOutcome {
   bool upgraded = false;         // a 101 tunnel (WebSocket) ran
   // The upstream socket when it may carry another request (keep-alive, response complete, nothing
   // left over); else empty and closed.
-  UniqueFd reusable;
+  UpstreamSocket reusable;
 };
 
 struct ProxyUpstream {
-  // A connected stream socket to the upstream (may be non-blocking with its connect in progress).
-  UniqueFd fd;
+  // A connected stream socket to the upstream (a fresh one may be non-blocking with its connect in
+  // progress).
+  UpstreamSocket fd;
+  // `fd` already carried a request (a pooled keep-alive socket; always so for one a ProxyOutcome
+  // handed back): the upstream may have closed it
+  // meanwhile (its keep-alive ran out). If it ends before a byte of the answer, a request without
+  // a body and with an idempotent method (RFC 9110 9.2.2) is sent once more on `reconnect()`'s
+  // socket (empty: the client gets the 502).
+  bool reused = false;
+  std::function<UniqueFd()> reconnect;
   std::string target;  // the request-target to send (the caller already removed its prefix)
   // Lower-case names removed from the client's request besides the hop-by-hop ones, and name prefixes
   // ("x-kiln-"). A name in set_headers is removed from the client's request too.
   std::vector<std::string> drop_headers;
   std::vector<std::string> drop_prefixes;
   std::vector<std::pair<std::string, std::string>> set_headers;  // added after the drops
+  // Cookie names (compared ignoring case) whose Set-Cookie from the upstream never reaches the
+  // client, nor one with an empty name (a browser sends its value alone, "name=value" included).
+  std::vector<std::string> drop_set_cookies;
   std::chrono::seconds response_timeout{60};  // from the whole request sent to the response head: else 504
   std::chrono::seconds idle_timeout{300};     // no byte either way for this long (body or tunnel): cut
   // Exactly once, when the exchange or tunnel ends, also when the client leaves half-way or the

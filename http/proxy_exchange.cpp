@@ -2,8 +2,10 @@
 // send the rewritten head, stream the client's body with backpressure (no size limit, one 64 KiB
 // buffer), the two timeouts, the proxy's own 502/504, and handing the connection back.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <vector>
 
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
@@ -13,6 +15,42 @@
 #include "http/proxy_exchange.h"
 
 namespace kiln::server::http {
+
+namespace {
+constexpr std::size_t kPooledChunks = 16;
+thread_local std::vector<std::unique_ptr<char[]>> chunk_pool;
+
+// A finished exchange's descriptor, still registered with its Server's io loop. Dropped after
+// that Server is gone, it must not touch the loop (even release() would): the socket is closed
+// and the small object is left behind, once per pooled socket at teardown.
+struct Parked {
+  std::shared_ptr<ProxyGate> gate;
+  net::posix::stream_descriptor* descriptor;
+  Parked(std::shared_ptr<ProxyGate> g, net::posix::stream_descriptor&& d)
+      : gate(std::move(g)), descriptor(new net::posix::stream_descriptor(std::move(d))) {}
+  Parked(const Parked&) = delete;
+  Parked& operator=(const Parked&) = delete;
+  ~Parked() {
+    std::lock_guard lock(gate->mu);
+    if (gate->open) {
+      delete descriptor;
+    } else {
+      ::close(descriptor->native_handle());
+    }
+  }
+};
+}  // namespace
+
+std::unique_ptr<char[]> ProxyExchange::Chunk::take() {
+  if (chunk_pool.empty()) return std::make_unique_for_overwrite<char[]>(kChunk);
+  auto b = std::move(chunk_pool.back());
+  chunk_pool.pop_back();
+  return b;
+}
+
+ProxyExchange::Chunk::~Chunk() {
+  if (bytes && chunk_pool.size() < kPooledChunks) chunk_pool.push_back(std::move(bytes));
+}
 
 ProxyExchange::ProxyExchange(std::shared_ptr<Session> session, ProxyUpstream upstream)
     : s_(std::move(session)),
@@ -47,11 +85,28 @@ void ProxyExchange::start() {
   arm_idle_timer();
   arm_response_timer();  // covers the connect and the head; re-armed once the body is sent
   if (!up_.fd) return upstream_failed(502, "The app has no connection to offer.");
+  // A request that may go again on a fresh connection: nothing of it is lost with a stale socket.
+  const auto method = m.method();
+  retryable_ = up_.reused && up_.reconnect && req_->is_done() && !upgrade_ &&
+               (method == bhttp::verb::get || method == bhttp::verb::head || method == bhttp::verb::options ||
+                method == bhttp::verb::put || method == bhttp::verb::delete_ || method == bhttp::verb::trace);
+  attach(std::move(up_.fd));
+}
+
+void ProxyExchange::attach(UpstreamSocket socket) {
+  if (socket.parked_) {
+    // Registered and non-blocking already, and connected: the head goes out at once.
+    up_.reused = true;
+    upstream_ = std::move(*std::static_pointer_cast<Parked>(socket.parked_)->descriptor);
+    return on_connected({});
+  }
   beast::error_code ec;
-  upstream_.assign(up_.fd.release(), ec);
+  upstream_.assign(socket.fd_.release(), ec);
   if (ec) return upstream_failed(502, "The app's connection is unusable.");
+  // A socket that carried a request is connected: the head goes out at once.
+  if (up_.reused) return on_connected({});
   upstream_.async_wait(net::posix::stream_descriptor::wait_write,
-                       [self = shared_from_this()](beast::error_code e) { self->on_connected(e); });
+                       on_strand([self = shared_from_this()](beast::error_code e) { self->on_connected(e); }));
 }
 
 void ProxyExchange::cut() { conclude(Handoff::close); }
@@ -60,23 +115,32 @@ void ProxyExchange::on_connected(beast::error_code ec) {
   if (ended_ || upstream_closed_) return;
   int err = 0;
   socklen_t len = sizeof err;
-  if (!ec && ::getsockopt(upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 && errno != ENOTSOCK) {
+  if (!ec && !up_.reused && ::getsockopt(upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 && errno != ENOTSOCK) {
     err = errno;
   }
   if (ec || err != 0) return upstream_failed(502, "The app is not accepting connections.");
   touch();
-  auto& m = req_->get();
-  HeaderFields fields;
-  for (const auto& f : m) fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
-  up_head_ = proxy_request_head(std::string_view(m.method_string()), up_, fields, upgrade_, up_framing_,
-                                req_->content_length().value_or(0));
-  net::async_write(upstream_, net::buffer(up_head_),
-                   [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_head_sent(e); });
+  if (up_head_.empty()) {
+    auto& m = req_->get();
+    HeaderFields fields;
+    for (const auto& f : m) fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    up_head_ = proxy_request_head(std::string_view(m.method_string()), up_, fields, upgrade_, up_framing_,
+                                  req_->content_length().value_or(0));
+  }
+  send_head();
+}
+
+void ProxyExchange::send_head() {
+  beast::error_code ec;
+  std::size_t sent = send_now(upstream_.native_handle(), net::buffer(up_head_), ec);
+  if (ec || sent == up_head_.size()) return on_head_sent(ec);
+  net::async_write(upstream_, net::buffer(up_head_) + sent,
+                   on_strand([self = shared_from_this()](beast::error_code e, std::size_t) { self->on_head_sent(e); }));
 }
 
 void ProxyExchange::on_head_sent(beast::error_code ec) {
   if (ended_ || upstream_closed_) return;
-  if (ec) return upstream_failed(502, "The app closed the connection.");
+  if (ec) return retryable_ ? retry() : upstream_failed(502, "The app closed the connection.");
   touch();
   if (!expect_continue_) return begin_transfer();
   // Expect is not forwarded: the proxy itself invites the body, which the upstream then reads as usual.
@@ -116,7 +180,7 @@ void ProxyExchange::on_client_body(beast::error_code ec) {
   if (got == 0 && up_tail_.empty()) return last ? upload_complete() : upload();
   std::array<net::const_buffer, 3> bufs{net::buffer(up_frame_), net::buffer(up_chunk_.data(), got),
                                         net::buffer(up_tail_)};
-  net::async_write(upstream_, bufs, [self = shared_from_this(), last](beast::error_code e, std::size_t) {
+  net::async_write(upstream_, bufs, on_strand([self = shared_from_this(), last](beast::error_code e, std::size_t) {
     if (self->ended_ || self->upstream_closed_) return;
     if (e) {
       // It stopped reading: it may have answered already (a refusal), so wait for that answer
@@ -128,7 +192,7 @@ void ProxyExchange::on_client_body(beast::error_code ec) {
     self->touch();
     if (last) return self->upload_complete();
     self->upload();
-  });
+  }));
 }
 
 void ProxyExchange::upload_complete() {
@@ -163,6 +227,18 @@ void ProxyExchange::close_upstream() {
   upstream_.close(ec);  // what is pending on it ends with operation_aborted
 }
 
+void ProxyExchange::retry() {
+  retryable_ = false;
+  up_.reused = false;
+  beast::error_code ec;
+  upstream_.close(ec);
+  up_buffer_.clear();
+  res_.reset();
+  UniqueFd fd = up_.reconnect();
+  if (!fd) return upstream_failed(502, "The app is not accepting connections.");
+  attach(UpstreamSocket(std::move(fd)));
+}
+
 void ProxyExchange::upstream_failed(int status, std::string_view text) {
   if (ended_) return;
   outcome_.upstream_failed = true;
@@ -189,7 +265,7 @@ void ProxyExchange::conclude(Handoff how) {
   if (upstream_reusable()) {
     beast::error_code ec;
     upstream_.cancel(ec);
-    outcome_.reusable = UniqueFd(upstream_.release());
+    outcome_.reusable.parked_ = std::make_shared<Parked>(s_->srv_.proxy_gate, std::move(upstream_));
   } else if (!upstream_closed_) {
     close_upstream();
   }

@@ -93,8 +93,23 @@ std::string proxy_request_head(std::string_view method, const ProxyUpstream& up,
   return out;
 }
 
+bool set_cookie_dropped(std::string_view value, const std::vector<std::string>& names) {
+  std::string_view pair = value.substr(0, value.find(';'));
+  auto eq = pair.find('=');
+  if (eq == std::string_view::npos) return true;  // all value, no name
+  std::string_view name = pair.substr(0, eq);
+  constexpr std::string_view kSpace = " \t";
+  auto first = name.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return true;
+  name = name.substr(first, name.find_last_not_of(kSpace) - first + 1);
+  for (const auto& n : names) {
+    if (ascii_iequals(name, n)) return true;
+  }
+  return false;
+}
+
 std::string proxy_response_head(int status, std::string_view reason, const HeaderFields& fields, BodyFraming framing,
-                                std::uint64_t length, bool close) {
+                                std::uint64_t length, bool close, const std::vector<std::string>& drop_set_cookies) {
   if (reason.empty() || splits_line(reason)) reason = reason_phrase(status);
   std::string out = fmt::format("HTTP/1.1 {} {}\r\n", status, reason);
   auto listed = connection_listed(fields);
@@ -102,6 +117,8 @@ std::string proxy_response_head(int status, std::string_view reason, const Heade
     bool keep_length = framing == BodyFraming::none && ascii_iequals(name, "content-length");
     bool keep_upgrade = status == 101 && ascii_iequals(name, "upgrade");
     if (!keep_length && !keep_upgrade && proxy_hop_by_hop(name, listed)) continue;
+    if (!drop_set_cookies.empty() && ascii_iequals(name, "set-cookie") && set_cookie_dropped(value, drop_set_cookies))
+      continue;
     append_field(out, name, value);
   }
   append_framing(out, framing, length);

@@ -28,11 +28,17 @@ std::vector<std::string> connection_listed(const HeaderFields& fields);
 std::string proxy_request_head(std::string_view method, const ProxyUpstream& up, const HeaderFields& fields,
                                bool upgrade, BodyFraming framing, std::uint64_t length);
 
-// The status line and the upstream's fields minus the hop-by-hop ones, framed for the client.
-// A 101 keeps the upstream's Upgrade and says `Connection: Upgrade`. For BodyFraming::none the
-// upstream's Content-Length stays (a HEAD answer's length is the GET's).
+// The status line and the upstream's fields minus the hop-by-hop ones and the Set-Cookie fields
+// set_cookie_dropped() refuses, framed for the client. A 101 keeps the upstream's Upgrade and
+// says `Connection: Upgrade`. For BodyFraming::none the upstream's Content-Length stays (a HEAD
+// answer's length is the GET's).
 std::string proxy_response_head(int status, std::string_view reason, const HeaderFields& fields, BodyFraming framing,
-                                std::uint64_t length, bool close);
+                                std::uint64_t length, bool close, const std::vector<std::string>& drop_set_cookies = {});
+
+// Whether a Set-Cookie value sets (or clears) one of `names` (ignoring case and the spaces a
+// browser trims), or a cookie with an empty name (RFC 6265bis 5.6: no '=' before the first ';'
+// or nothing before it), which a browser sends as its bare value.
+bool set_cookie_dropped(std::string_view value, const std::vector<std::string>& names);
 
 // The framing around one piece of a re-chunked body: its size line and CRLF (none for an empty
 // piece), and the last chunk after it when `last`.

@@ -13,12 +13,15 @@
 namespace kiln::server::http {
 
 void ProxyExchange::read_response_head() {
+  // Room for a whole small answer in one read (an empty flat_buffer reads 512 bytes at a time).
+  if (up_buffer_.capacity() < kFirstRead) up_buffer_.reserve(kFirstRead);
   res_.emplace();
   res_->header_limit(static_cast<std::uint32_t>(kChunk));
   res_->body_limit(boost::optional<std::uint64_t>());
   if (head_request_) res_->skip(true);
-  bhttp::async_read_header(upstream_, up_buffer_, *res_,
-                           [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_response_head(e); });
+  bhttp::async_read_header(upstream_, up_buffer_, *res_, on_strand([self = shared_from_this()](beast::error_code e, std::size_t) {
+                             self->on_response_head(e);
+                           }));
 }
 
 void ProxyExchange::on_response_head(beast::error_code ec) {
@@ -26,7 +29,12 @@ void ProxyExchange::on_response_head(beast::error_code ec) {
   if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
     return upstream_failed(502, "The app's response head is too large.");
   }
-  if (ec) return upstream_failed(502, "The app closed the connection without answering.");
+  if (ec) {
+    // A pooled socket the app closed while it sat idle: nothing of the request was taken.
+    if (retryable_ && (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset)) return retry();
+    return upstream_failed(502, "The app closed the connection without answering.");
+  }
+  retryable_ = false;
   touch();
   auto& m = res_->get();
   int status = m.result_int();
@@ -56,16 +64,35 @@ void ProxyExchange::on_response_head(beast::error_code ec) {
   chunked_down_ = framing == BodyFraming::chunked;
   outcome_.status = status;
   head_sent_ = true;
-  down_head_ = proxy_response_head(status, reason, fields, framing, length, !keep_client_);
-  to_client(net::buffer(down_head_), [this] { res_->is_done() ? response_complete() : download(); });
+  down_head_ = proxy_response_head(status, reason, fields, framing, length, !keep_client_, up_.drop_set_cookies);
+  if (res_->is_done()) return to_client(net::buffer(down_head_), [this] { response_complete(); });
+  head_pending_ = true;  // goes out in one write with the body that came along, if any
+  download();
 }
 
 void ProxyExchange::download() {
   auto& body = res_->get().body();
   body.data = down_chunk_.data();
   body.size = kChunk;
-  bhttp::async_read_some(upstream_, up_buffer_, *res_,
-                         [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_upstream_body(e); });
+  if (up_buffer_.size() > 0) {
+    // What the last read brought beyond the head: parsed here, sparing a trip through the io loop.
+    beast::error_code ec;
+    while (up_buffer_.size() > 0 && body.size > 0 && !res_->is_done()) {
+      std::size_t used = res_->put(up_buffer_.data(), ec);
+      up_buffer_.consume(used);
+      if (ec == bhttp::error::need_buffer || ec == bhttp::error::need_more) ec = {};
+      if (ec || used == 0) break;
+    }
+    if (ec || body.size < kChunk || res_->is_done()) return on_upstream_body(ec);
+  }
+  if (head_pending_) {
+    // Nothing of the body at hand: the head goes now, not once the app sends more.
+    head_pending_ = false;
+    return to_client(net::buffer(down_head_), [this] { download(); });
+  }
+  bhttp::async_read_some(upstream_, up_buffer_, *res_, on_strand([self = shared_from_this()](beast::error_code e, std::size_t) {
+                           self->on_upstream_body(e);
+                         }));
 }
 
 void ProxyExchange::on_upstream_body(beast::error_code ec) {
@@ -82,9 +109,11 @@ void ProxyExchange::on_upstream_body(beast::error_code ec) {
   down_frame_.clear();
   down_tail_.clear();
   if (chunked_down_) chunk_framing(got, last, down_frame_, down_tail_);
-  if (got == 0 && down_tail_.empty()) return last ? response_complete() : download();
-  std::array<net::const_buffer, 3> bufs{net::buffer(down_frame_), net::buffer(down_chunk_.data(), got),
+  if (got == 0 && down_tail_.empty() && !head_pending_) return last ? response_complete() : download();
+  std::array<net::const_buffer, 4> bufs{head_pending_ ? net::buffer(down_head_) : net::const_buffer(),
+                                        net::buffer(down_frame_), net::buffer(down_chunk_.data(), got),
                                         net::buffer(down_tail_)};
+  head_pending_ = false;
   to_client(bufs, [this, last] { last ? response_complete() : download(); });
 }
 
@@ -115,7 +144,7 @@ void ProxyExchange::tunnel(const HeaderFields& fields, std::string_view reason) 
   outcome_.status = 101;
   head_sent_ = true;
   keep_client_ = false;
-  down_head_ = proxy_response_head(101, reason, fields, BodyFraming::none, 0, false);
+  down_head_ = proxy_response_head(101, reason, fields, BodyFraming::none, 0, false, up_.drop_set_cookies);
   // What the upstream sent right behind its 101 goes first.
   auto early = up_buffer_.data();  // a flat buffer: one piece
   down_head_.append(static_cast<const char*>(early.data()), early.size());
@@ -134,12 +163,12 @@ void ProxyExchange::pipe_to_upstream() {
     if (e) return self->conclude(Handoff::close);
     self->touch();
     self->outcome_.request_bytes += n;
-    net::async_write(self->upstream_, net::buffer(self->up_chunk_.data(), n), [self](beast::error_code w, std::size_t) {
+    net::async_write(self->upstream_, net::buffer(self->up_chunk_.data(), n), self->on_strand([self](beast::error_code w, std::size_t) {
       if (self->ended_) return;
       if (w) return self->conclude(Handoff::close);
       self->touch();
       self->pipe_to_upstream();
-    });
+    }));
   };
   client_reading_ = true;
   // Bytes the client sent right behind its request head were buffered by the session's parser.
@@ -152,13 +181,13 @@ void ProxyExchange::pipe_to_upstream() {
 }
 
 void ProxyExchange::pipe_to_client() {
-  upstream_.async_read_some(net::buffer(down_chunk_.data(), kChunk), [self = shared_from_this()](beast::error_code e, std::size_t n) {
+  upstream_.async_read_some(net::buffer(down_chunk_.data(), kChunk), on_strand([self = shared_from_this()](beast::error_code e, std::size_t n) {
     if (self->ended_) return;
     if (e) return self->conclude(Handoff::close);
     self->touch();
     self->outcome_.response_bytes += n;
     self->to_client(net::buffer(self->down_chunk_.data(), n), [raw = self.get()] { raw->pipe_to_client(); });
-  });
+  }));
 }
 
 }  // namespace kiln::server::http

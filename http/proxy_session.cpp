@@ -3,7 +3,9 @@
 // a ProxyExchange; afterwards the connection reads its next request as usual.
 #include <atomic>
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 
 #include "http/proxy_exchange.h"
 
@@ -45,11 +47,20 @@ void Session::start_proxy(Request head) {
   route.decide(head, [weak, gate = srv_.proxy_gate, replied](ProxyDecision d) {
     auto pending = std::make_shared<PendingDecision>(std::move(d));  // released after the lock below
     if (replied->exchange(true)) return;
-    std::lock_guard lock(gate->mu);
+    std::unique_lock lock(gate->mu);
     if (!gate->open) return;
-    if (auto s = weak.lock()) {
-      net::post(s->executor(), [s, pending] { s->on_decision(pending->decision); });
+    auto s = weak.lock();
+    if (!s) return;
+    auto ex = s->executor();
+    auto* strand = ex.target<net::strand<net::io_context::executor_type>>();
+    if (strand && strand->running_in_this_thread()) {
+      // Decided at once on the connection's own strand (the common case): no trip through the
+      // io loop, which would wake the other io thread. The loop runs, so the server is alive;
+      // and the exchange may drop a pooled socket, which takes the gate: let it go first.
+      lock.unlock();
+      return s->on_decision(pending->decision);
     }
+    net::post(s->executor(), [s, pending] { s->on_decision(pending->decision); });
   });
 }
 

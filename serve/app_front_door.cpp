@@ -1,7 +1,8 @@
 // The front door's rules: /a/NAME/... of an app (but not Kiln's own /a/NAME/_kiln/ pages, which the
 // artifact router serves) is admitted by the share mode, then forwarded with the /a/NAME prefix
 // removed, the forwarding headers and X-Kiln-User set, and Kiln's cookie, the Authorization
-// header, the invite token and every client-sent X-Kiln-* header gone.
+// header, the invite token and every client-sent X-Kiln-* header gone; on the way back, any
+// Set-Cookie of the app's for Kiln's own cookie is dropped.
 #include "serve/app_front_door.h"
 
 
@@ -53,7 +54,7 @@ void decide_now(Supervisor& supervisor, const http::RouterContext& ctx, const ht
   }
   const bool is_head = head.method == "HEAD";
   std::string name = admission.name;
-  supervisor.acquire(name, [&supervisor, head, admission = std::move(admission), reply = std::move(reply),
+  supervisor.acquire(name, [&supervisor, &ctx, head, admission = std::move(admission), reply = std::move(reply),
                             is_head](Upstream u) mutable {
     http::ProxyDecision d;
     if (!u.fd) {
@@ -63,12 +64,19 @@ void decide_now(Supervisor& supervisor, const http::RouterContext& ctx, const ht
     }
     http::ProxyUpstream up;
     up.fd = std::move(u.fd);
+    up.reused = u.reused;
+    up.reconnect = [&supervisor, name = admission.name] {
+      auto c = supervisor.reconnect(name);
+      return c ? std::move(*c) : UniqueFd();
+    };
     up.target = admission.target;
     // Kiln's credentials and anything claiming to come from Kiln stay out; the client's
     // forwarding headers are replaced, never appended to.
     up.drop_headers = {"authorization", "cookie", "forwarded", "x-forwarded-for", "x-forwarded-host",
                        "x-forwarded-proto", "x-forwarded-prefix", "x-real-ip"};
     up.drop_prefixes = {"x-kiln-"};
+    // Kiln's session cookie is Kiln's alone: an app may neither plant nor clear it (any Path).
+    up.drop_set_cookies = {ctx.cookie_name};
     up.set_headers = {{"X-Forwarded-Prefix", "/a/" + admission.name},
                       {"X-Forwarded-Host", head.host},
                       {"X-Forwarded-Proto", "http"},

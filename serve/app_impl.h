@@ -59,7 +59,7 @@ struct App {
   bool start_pending = false;  // a bring-up thread is on its way
   bool removed = false;        // stopped for unpublish: never woken again
   int in_flight = 0;
-  std::vector<UniqueFd> idle_fds;
+  std::vector<http::UpstreamSocket> idle_fds;  // kept registered with the listener by the proxy
   struct Waiter {
     std::function<void(Upstream)> ready;
     std::int64_t deadline_ms;

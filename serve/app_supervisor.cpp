@@ -225,7 +225,7 @@ void Supervisor::Impl::answer_waiters(App& app, std::unique_lock<std::mutex>& lo
     if (state == AppState::running) {
       auto fd = connect(app, std::chrono::milliseconds(2000));
       if (fd) {
-        u.fd = std::move(*fd);
+        u.fd = http::UpstreamSocket(std::move(*fd));
         std::lock_guard l(app.mu);
         ++app.in_flight;
         app.last_request_at = now_s();
@@ -360,7 +360,7 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
   }
   app->last_request_at = now_s();
   if (app->state == AppState::running) {
-    UniqueFd fd;
+    http::UpstreamSocket fd;
     if (!app->idle_fds.empty()) {
       fd = std::move(app->idle_fds.back());
       app->idle_fds.pop_back();
@@ -370,6 +370,7 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
     lock.unlock();
     Upstream u;
     u.max_wait_s = wait_s;
+    u.reused = bool(fd);
     if (!fd) {
       auto c = self->connect(*app, std::chrono::milliseconds(2000));
       if (!c) {
@@ -380,7 +381,7 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
         ready(std::move(u));
         return;
       }
-      fd = std::move(*c);
+      fd = http::UpstreamSocket(std::move(*c));
     }
     u.fd = std::move(fd);
     ready(std::move(u));
@@ -409,7 +410,17 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
   }
 }
 
-void Supervisor::release(const std::string& name, UniqueFd reusable, bool upstream_failed) {
+Result<UniqueFd> Supervisor::reconnect(const std::string& name) {
+  auto app = impl_->find(name);
+  if (!app) return fail(Errc::not_found, "the app was unpublished");
+  {
+    std::lock_guard lock(app->mu);
+    if (app->state != AppState::running) return fail(Errc::conflict, "the app is not running");
+  }
+  return impl_->connect(*app, std::chrono::milliseconds(2000));
+}
+
+void Supervisor::release(const std::string& name, http::UpstreamSocket reusable, bool upstream_failed) {
   auto app = impl_->find(name);
   if (!app) return;
   std::lock_guard lock(app->mu);

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/unique_fd.h"
+#include "http/proxy.h"
 
 namespace kiln::artifacts { class ArtifactStore; }
 namespace kiln::sandbox { class SandboxManager; }
@@ -37,11 +38,12 @@ struct SupervisorOptions {
 
 // What a request to an app gets from acquire(): a socket to the app, or why not.
 struct Upstream {
-  UniqueFd fd;          // connected (or connecting) to the app's port inside its sandbox
+  http::UpstreamSocket fd;  // connected (or connecting) to the app's port inside its sandbox
   int status = 0;       // when fd is empty: 502 (crashed), 503 (not up in time, at capacity), 404
   std::string why;      // a sentence for the plain error page
   int retry_after_s = 0;
   int max_wait_s = 60;  // the app's request_timeout_s, for the proxy's response timeout
+  bool reused = false;  // fd came from the idle pool (the app may have closed it since)
 };
 
 class Supervisor {
@@ -67,8 +69,10 @@ class Supervisor {
   // A connection for one request to `name`, waking the app if it sleeps. `ready` runs exactly
   // once, on any thread, possibly seconds later.
   void acquire(const std::string& name, std::function<void(Upstream)> ready);
+  // A new connection for an exchange acquire() already counts, whose pooled fd was stale.
+  Result<UniqueFd> reconnect(const std::string& name);
   // Once per acquired fd's exchange: `reusable` (a keep-alive socket) goes back to the pool.
-  void release(const std::string& name, UniqueFd reusable, bool upstream_failed);
+  void release(const std::string& name, http::UpstreamSocket reusable, bool upstream_failed);
 
   // The control API (serve/app_control.cpp). Each may block for as long as the app takes to
   // start or a schedule takes to run; call off the io threads.

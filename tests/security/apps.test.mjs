@@ -1,7 +1,7 @@
 // Apps (issue 17) attacked from outside and from inside: kiln serve's app control API without the
 // right token or through a relaying proxy; an app (the echo app, tests/lib/echo_app.cjs) trying to
 // reach kiln serve, the host's loopback and the metadata address, another app's data folder and
-// Kiln's state dir; an invite revoked while its keep-alive connection stays open; Kiln's own
+// Kiln's state dir; an app's Set-Cookie for Kiln's own cookie; an invite revoked while its keep-alive connection stays open; Kiln's own
 // /_kiln/ pages under an app's prefix; and path tricks aimed at another artifact or at the app's
 // source as a static file. Judged on the host: the apps' request logs in their data folders, host
 // listeners' connection counts, the state dir's files.
@@ -21,7 +21,15 @@ import { rand } from './lib.mjs';
 
 const PASSWORD = `sec-app-${rand()}`;
 const SITE_MARKER = `SITE-MARKER-${rand()}`;
-const ws = appWorkspace({ files: { 'site/index.html': `<p>${SITE_MARKER}</p>\n` } });
+// An app that tries to plant (or clear) Kiln's session cookie, beside a cookie of its own.
+const COOKIE_APP = `require('node:http').createServer((req, res) => {
+  res.writeHead(200, { 'content-type': 'text/plain', 'set-cookie': [
+    'kiln_session=planted; Path=/a/other/', 'KILN_SESSION=; Path=/; Max-Age=0', '=kiln_session=nameless; Path=/',
+    'app_pref=blue; Path=/a/sec-cookie/'] });
+  res.end('cookies');
+}).listen(Number(process.env.PORT), '127.0.0.1');
+`;
+const ws = appWorkspace({ files: { 'site/index.html': `<p>${SITE_MARKER}</p>\n`, 'cookie-app/server.js': COOKIE_APP } });
 const k = await startAppKiln({ ws });
 after(() => k.stop());
 const gate = await probeSandbox('apps security', k.call);
@@ -206,6 +214,17 @@ gate.test('keep-alive: every request on a connection is admitted on its own; a r
   } finally {
     agent.destroy();
   }
+});
+
+gate.test('an app cannot set or clear Kiln\'s session cookie (any Path, any case, nameless); its own cookies pass', async () => {
+  const { base } = await setup();
+  await publishApp(k, { path: 'cookie-app', name: 'sec-cookie', share: 'public' });
+  await waitForState(k, 'sec-cookie');
+  const r = await request(base, '/a/sec-cookie/');
+  assert.equal(r.status, 200, r.text.slice(0, 200));
+  const set = r.headers['set-cookie'] ?? [];
+  assert.ok(set.some((c) => c.startsWith('app_pref=blue')), `control: the app's own cookie reaches the client (${JSON.stringify(set)})`);
+  assert.deepEqual(set.filter((c) => /kiln_session/i.test(c)), [], 'a Set-Cookie naming Kiln\'s cookie reached the client');
 });
 
 gate.test('/a/NAME/_kiln/ stays Kiln\'s: login and logout pages, with or without access, never reach the app', async () => {

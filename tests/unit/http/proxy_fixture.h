@@ -42,6 +42,7 @@ struct Proxy {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<ProxyOutcome> outcomes;
+  std::vector<UpstreamSocket> pool;  // mode "pooled": reusable sockets, handed out again as reused
   std::atomic<int> decides{0};
   std::vector<std::thread> repliers;
   std::chrono::seconds response_timeout{30};
@@ -83,13 +84,15 @@ struct Proxy {
     server.reset();
   }
 
-  ProxyUpstream upstream_to(unsigned short port, const std::string& target, const Request& head) {
+  ProxyUpstream upstream_to(unsigned short port, const std::string& target, const Request& head,
+                            UpstreamSocket fd = {}) {
     ProxyUpstream up;
-    up.fd = start_connect(port);
+    up.fd = fd ? std::move(fd) : UpstreamSocket(start_connect(port));
     up.target = target;
     up.drop_headers = {"x-secret"};
     up.drop_prefixes = {"x-kiln-"};
     up.set_headers = {{"X-Kiln-User", "alice"}, {"X-Forwarded-For", head.client}};
+    up.drop_set_cookies = {"kiln_session"};
     up.response_timeout = response_timeout;
     up.done = [this](ProxyOutcome o) {
       std::lock_guard lock(mu);
@@ -114,6 +117,25 @@ struct Proxy {
       d.answer = std::move(r);
     } else if (mode == "refused") {
       d.upstream = upstream_to(refused_port, target, head);
+    } else if (mode == "pooled") {
+      UpstreamSocket idle;
+      {
+        std::lock_guard lock(mu);
+        if (!pool.empty()) {
+          idle = std::move(pool.back());
+          pool.pop_back();
+        }
+      }
+      const bool reused = bool(idle);
+      d.upstream = upstream_to(app.port, target, head, std::move(idle));
+      d.upstream->reused = reused;
+      d.upstream->reconnect = [port = app.port] { return start_connect(port); };
+      d.upstream->done = [this](ProxyOutcome o) {
+        std::lock_guard lock(mu);
+        if (o.reusable) pool.push_back(std::move(o.reusable));
+        outcomes.push_back(std::move(o));
+        cv.notify_all();
+      };
     } else if (mode == "never") {
       return;
     } else if (mode == "later") {

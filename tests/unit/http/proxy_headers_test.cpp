@@ -48,3 +48,18 @@ TEST_CASE("proxy headers: chunk framing") {
   CHECK(before.empty());
   CHECK(after == "0\r\n\r\n");
 }
+
+TEST_CASE("proxy headers: Set-Cookie of a dropped name (any case, spaces, Path), or of no name, is dropped") {
+  const std::vector<std::string> kiln{"kiln_session"};
+  CHECK(set_cookie_dropped("kiln_session=x; Path=/a/other/", kiln));
+  CHECK(set_cookie_dropped(" Kiln_Session =; Max-Age=0", kiln));
+  CHECK(set_cookie_dropped("=kiln_session=x", kiln));  // a browser would send "kiln_session=x"
+  CHECK(set_cookie_dropped("kiln_session", kiln));     // no '=': all value, no name
+  CHECK(set_cookie_dropped("  =v", kiln));
+  CHECK_FALSE(set_cookie_dropped("kiln_session_x=1", kiln));
+  CHECK_FALSE(set_cookie_dropped("theme=kiln_session=1; Path=/", kiln));
+  HeaderFields f{{"Set-Cookie", "kiln_session=x; Path=/"}, {"set-cookie", "theme=dark"}};
+  CHECK(proxy_response_head(200, "OK", f, BodyFraming::none, 0, false, kiln) ==
+        "HTTP/1.1 200 OK\r\nset-cookie: theme=dark\r\n\r\n");
+  CHECK(proxy_response_head(200, "OK", f, BodyFraming::none, 0, false).find("kiln_session=x") != std::string::npos);
+}

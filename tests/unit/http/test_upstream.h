@@ -118,6 +118,15 @@ class TestUpstream {
       for (const auto& [k, v] : req.headers) body += k + ": " + v + "\n";
       return ok(w, body, "Keep-Alive: timeout=5\r\nConnection: keep-alive, x-resp-hop\r\nX-Resp-Hop: 1\r\nX-App: yes\r\n");
     }
+    if (path == "/cookies") {
+      return ok(w, "cookies",
+                "Set-Cookie: kiln_session=x; Path=/a/other/\r\nSet-Cookie: theme=dark; Path=/\r\n"
+                "set-cookie:  KILN_SESSION =; Max-Age=0\r\nSet-Cookie: =kiln_session=z\r\nSet-Cookie: bare; Path=/\r\n");
+    }
+    if (path == "/hello-then-close") {  // a keep-alive answer, then the app drops the connection anyway
+      ok(w, "bye");
+      return false;
+    }
     if (path == "/upload") return ok(w, fmt::format("got {} sum {}", req.body_bytes, req.checksum));
     if (path == "/download") {
       if (!w.send(fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", n))) return false;
