@@ -128,7 +128,11 @@ run_node() {
   echo "== $name tests (node --test) =="
   local files=(tests/"$dir"/*.test.mjs)
   files=("${files[@]#tests/}")
-  (cd tests && node --test --test-reporter=spec --test-timeout=180000 "${files[@]}") 2>&1 | tee "$log"
+  # Two files at a time for e2e: most of its time is waiting (servers starting, apps waking, a
+  # schedule's next minute), and each file has its own state directory and ports.
+  local concurrency=1
+  [[ $name == e2e ]] && concurrency=${KILN_E2E_CONCURRENCY:-2}
+  (cd tests && node --test --test-concurrency="$concurrency" --test-reporter=spec --test-timeout=180000 "${files[@]}") 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local p f c
   p=$(grep -E '^(ℹ|#) pass [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
