@@ -120,6 +120,7 @@ struct ServerEnv {
     server::register_sandbox_tools(staging, *sandboxes, tracer.get(), service_host.get());
     server::register_trace_tools(staging, *tracer, *sandboxes, service_host.get());
     server::register_publish_tools(staging, *tracer, *artifacts);
+    server::register_app_tools(staging, *tracer, *artifacts);
     staging.check_complete();
     for (const auto& def : staging.definitions()) {
       const std::string name = def["name"];

@@ -412,13 +412,9 @@ void Supervisor::Impl::bring_down(App& app, bool env) {
 }
 
 Result<json> Supervisor::export_data(const std::string& name) {
-  auto app = impl_->find(name);
-  if (!app) {
-    auto loaded = impl_->load(name);
-    if (!loaded) return std::unexpected(loaded.error());
-    app = *loaded;
-  }
-  if (!app) return fail(Errc::not_found, fmt::format("artifact {} is not an app; publish it with app: true", name));
+  auto found = impl_->known_app(name);
+  if (!found) return std::unexpected(found.error());
+  auto app = *found;
   auto& s = *impl_;
   {
     std::lock_guard op(app->op_mu);

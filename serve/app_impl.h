@@ -94,6 +94,9 @@ struct Supervisor::Impl : std::enable_shared_from_this<Supervisor::Impl> {
   std::shared_ptr<App> find(std::string_view name) const;
   // Reads the artifact's latest version; nullptr (and forgets it) when it is no app.
   Result<std::shared_ptr<App>> load(const std::string& name);
+  // The app of that name, loaded from the store if this server has not met it yet; not_found
+  // (saying how to make it one) when the artifact is no app.
+  Result<std::shared_ptr<App>> known_app(const std::string& name);
   void spawn(std::function<void(std::stop_token)> work);
   void tick();
   nlohmann::json status_json(const App& app) const;  // call with app.mu held

@@ -14,13 +14,9 @@ namespace kiln::server::apps {
 using nlohmann::json;
 
 Result<json> Supervisor::status(const std::string& name) {
-  auto app = impl_->find(name);
-  if (!app) {
-    auto loaded = impl_->load(name);
-    if (!loaded) return std::unexpected(loaded.error());
-    app = *loaded;
-  }
-  if (!app) return fail(Errc::not_found, fmt::format("artifact {} is not an app; publish it with app: true", name));
+  auto found = impl_->known_app(name);
+  if (!found) return std::unexpected(found.error());
+  auto app = *found;
   std::lock_guard lock(app->mu);
   return impl_->status_json(*app);
 }
@@ -80,13 +76,9 @@ Result<json> Supervisor::restart(const std::string& name) {
 }
 
 Result<json> Supervisor::run_schedule(const std::string& name, const std::string& schedule) {
-  auto app = impl_->find(name);
-  if (!app) {
-    auto loaded = impl_->load(name);
-    if (!loaded) return std::unexpected(loaded.error());
-    app = *loaded;
-  }
-  if (!app) return fail(Errc::not_found, fmt::format("artifact {} is not an app; publish it with app: true", name));
+  auto found = impl_->known_app(name);
+  if (!found) return std::unexpected(found.error());
+  auto app = *found;
   return impl_->run_schedule(app, schedule, false);
 }
 

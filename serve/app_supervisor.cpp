@@ -155,6 +155,17 @@ Result<std::shared_ptr<App>> Supervisor::Impl::load(const std::string& name) {
   return app;
 }
 
+Result<std::shared_ptr<App>> Supervisor::Impl::known_app(const std::string& name) {
+  auto app = find(name);
+  if (!app) {
+    auto loaded = load(name);
+    if (!loaded) return std::unexpected(loaded.error());
+    app = *loaded;
+  }
+  if (!app) return fail(Errc::not_found, fmt::format("artifact {} is not an app; publish it with app: true", name));
+  return app;
+}
+
 void Supervisor::Impl::spawn(std::function<void(std::stop_token)> work) {
   std::lock_guard lock(threads_mu);
   if (stopping) return;
