@@ -310,13 +310,8 @@ Result<void> Supervisor::Impl::bring_up(App& app, bool web, std::stop_token stop
     spdlog::warn("apps: {} {}; restarting in {} s", a->name, a->last_error, a->retry_at - now_s());
   };
   if (opt.tracer) {
-    ExecTraceInfo info;
-    info.kind = "app";
-    info.workspace_id = workspace_id;
-    info.name = name;
-    info.client = json{{"name", "kiln serve"}};
-    info.principal = opt.principal;
-    info.policy = json{{"app", name}, {"version", version}, {"sandbox_id", sandbox_id}, {"port", port}};
+    auto info = trace_info("app", workspace_id, name,
+                           json{{"app", name}, {"version", version}, {"sandbox_id", sandbox_id}, {"port", port}});
     auto id = opt.tracer->attach(req, info);
     if (!id) return failed(id.error(), false);
     std::lock_guard lock(app.mu);

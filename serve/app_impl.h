@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "runs/run_tracing.h"
 #include "serve/app_supervisor.h"
 #include "serve/cron.h"
 #include "serve/work_queue.h"
@@ -109,6 +110,18 @@ struct Supervisor::Impl : std::enable_shared_from_this<Supervisor::Impl> {
   void bring_down(App& app, bool env);
   Result<UniqueFd> connect(App& app, std::chrono::milliseconds timeout);
   std::string app_dir(const std::string& name) const { return opt.state_dir + "/apps/" + name; }
+  // What an app's or schedule's trace records of who ran it: kiln serve, for the local user.
+  ExecTraceInfo trace_info(const char* kind, const std::string& workspace_id, const std::string& name,
+                           nlohmann::json policy) const {
+    ExecTraceInfo info;
+    info.kind = kind;
+    info.workspace_id = workspace_id;
+    info.name = name;
+    info.client = nlohmann::json{{"name", "kiln serve"}};
+    info.principal = opt.principal;
+    info.policy = std::move(policy);
+    return info;
+  }
 
   // ---- app_schedules.cpp ----
   void tick_schedules(const std::shared_ptr<App>& app, std::int64_t now);

@@ -102,14 +102,9 @@ Result<json> Supervisor::Impl::run_schedule(const std::shared_ptr<App>& app, con
   req.timeout_s = config.timeout_s;
   std::string trace_id;
   if (opt.tracer) {
-    ExecTraceInfo info;
-    info.kind = "schedule";
-    info.workspace_id = workspace_id;
-    info.name = name;
-    info.client = json{{"name", "kiln serve"}};
-    info.principal = opt.principal;
-    info.policy = json{{"app", app->name}, {"schedule", name}, {"cron", config.cron}, {"version", version},
-                       {"sandbox_id", sandbox_id}};
+    auto info = trace_info("schedule", workspace_id, name,
+                           json{{"app", app->name}, {"schedule", name}, {"cron", config.cron}, {"version", version},
+                                {"sandbox_id", sandbox_id}});
     if (auto id = opt.tracer->attach(req, info)) trace_id = *id;
   }
   const auto at = iso_time(now_s());
