@@ -70,7 +70,17 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   sbx::PolicyInput in;
   in.config_sandbox = cfg.config.value("sandbox", json::object());
   in.args = json::object();
-  if (!o.network.empty()) in.args["network"] = o.network;
+  // A JSON object is an allowlist: --network '{"allow":["registry.npmjs.org"]}'.
+  if (!o.network.empty() && o.network.front() == '{') {
+    json j = json::parse(o.network, nullptr, false);
+    if (j.is_discarded()) {
+      std::fprintf(stderr, "kiln run: --network is not valid JSON; write e.g. --network '{\"allow\":[\"example.org\"]}'\n");
+      return 2;
+    }
+    in.args["network"] = std::move(j);
+  } else if (!o.network.empty()) {
+    in.args["network"] = o.network;
+  }
   if (!o.isolation.empty()) in.args["isolation"] = o.isolation;
   json limits = json::object();
   if (o.timeout_s > 0) limits["wall_s"] = o.timeout_s;
@@ -167,8 +177,13 @@ CLI::App& RunCommand::configure(CLI::App& app) {
       "The folder's kiln.json \"sandbox\" settings apply; options here override them. Exit: the command's own "
       "code; 124 timed out, 125 kiln could not start it, 130 interrupted, 128+N killed by signal N.");
   RunOptions& o = options_;
-  run->add_option("--network", o.network, "none (default), loopback or host")
-      ->check(CLI::IsMember({"none", "loopback", "host"}));
+  run->add_option("--network", o.network, "none (default), loopback, host, or an allowlist as JSON: '{\"allow\":[\"registry.npmjs.org\"]}'")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "none" || v == "loopback" || v == "host" || (!v.empty() && v.front() == '{')) return {};
+            return "--network must be none, loopback, host or a JSON allowlist like '{\"allow\":[\"example.org\"]}'";
+          },
+          "NETWORK"));
   run->add_option("--workspace", o.workspace, "Folder mounted read-write (default: the current directory)");
   run->add_option("--timeout", o.timeout_s, "Wall-clock seconds; the whole tree is killed after (exit 124)");
   run->add_option("--cpu-s", o.cpu_s, "CPU seconds");

@@ -36,7 +36,8 @@ std::string trace_uri(const std::string& trace_id) { return "kiln://trace/" + tr
 json policy_json(const sbx::SandboxPolicy& p) {
   json env = json::array();
   for (const auto& [k, v] : p.env) env.push_back(k);
-  return json{{"network", sbx::to_string(p.network)},
+  json network = p.egress ? json(p.egress->to_json()) : json(sbx::to_string(p.network));
+  return json{{"network", network},
               {"isolation", p.isolation == sbx::Isolation::none ? "none" : "strict"},
               {"limits", limits_json(p.limits)},
               {"env_names", env},
@@ -68,6 +69,10 @@ traces::TraceFinish trace_finish_of(const sbx::ExecResult& r, const json& start_
               {"fresh_sandbox", r.fresh_sandbox},
               {"limits_hit", r.limits_hit}};
   if (!r.warning.empty()) f.result["warning"] = r.warning;
+  if (!r.network_log.is_null()) {
+    f.network_log = r.network_log;
+    f.result["network"] = r.network_summary;
+  }
   if (!r.output_error.empty()) {
     f.status = "error";
     f.error = r.output_error;

@@ -283,6 +283,15 @@ Result<HostBudget::Lease> SandboxManager::Impl::admit(const SandboxPolicy& polic
 Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolicy policy, bool fresh,
                                                                    std::stop_token stop, Admission how) {
   if (stopped) return fail(Errc::cancelled, "the server is shutting down");
+  if (policy.network == Network::allowlist && policy.isolation == Isolation::none)
+    return fail(Errc::unsupported, "a network allowlist needs isolation \"strict\": without a sandbox the command "
+                                   "has the host's whole network and nothing can hold it to the list");
+  if (policy.network == Network::host && opt.network_ceiling)
+    return fail(Errc::invalid_argument,
+                "this server was started with --network-allow, so network \"host\" is refused; ask for an allowlist "
+                "within it instead, e.g. \"network\": {\"allow\": [\"registry.npmjs.org\"]}");
+  if (policy.network == Network::allowlist && !policy.egress)
+    return fail(Errc::internal, "network allowlist without a policy");
   if (policy.workspace_readonly && policy.isolation == Isolation::none)
     return fail(Errc::unsupported, "a read-only workspace needs isolation \"strict\": without a sandbox nothing can "
                                    "keep the command from writing to it");
@@ -318,6 +327,8 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
     }
   }
   sb->policy = std::move(policy);
+  if (sb->policy.network == Network::allowlist)
+    sb->egress = std::make_shared<egress::SandboxEgress>(egress::Scope{*sb->policy.egress, opt.network_ceiling});
   json limits = limits_report(sb->policy, cg, sb->cg.has_value());
   const auto& p = sb->policy;
   if (sb->unsandboxed) {
@@ -378,6 +389,15 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
                          {"setup_steps", started->steps},
                          {"helper_report", rep}};
     if (!sb->cg && cg.version == CgroupVersion::none) sb->isolation["cgroups"] = cg.why_none;
+    if (sb->egress) {
+      json e = sb->egress->scope().to_json();
+      e["enforced_by"] = egress::enforcement_text();
+      e["proxy_env"] = "HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case), npm_config_proxy, "
+                       "npm_config_https_proxy, YARN_HTTP_PROXY, YARN_HTTPS_PROXY, PIP_PROXY; NO_PROXY=localhost,"
+                       "127.0.0.1,::1 (the sandbox's own loopback)";
+      e["direct_connections"] = "refused: the namespace has no route but loopback; UDP and DNS have nowhere to go";
+      sb->isolation["egress"] = std::move(e);
+    }
     int pidfd = started->pidfd;
     on_io([&] {
       sb->control = std::make_unique<asio::posix::stream_descriptor>(io, sb->control_fd);
@@ -437,6 +457,20 @@ void SandboxManager::Impl::watch_helper_exit(const std::shared_ptr<Sandbox>& sb)
 void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, const json& m, std::vector<UniqueFd>& fds) {
   if (connect_reply(sb, m, fds)) return;
   std::string op = m.value("op", "");
+  if (op == "egress") {
+    // A connection a command made to its proxy port; pid 1 accepted it inside the sandbox.
+    if (fds.size() != 1 || !sb->egress) return;  // the fds close with the vector
+    std::shared_ptr<egress::NetworkLog> log;
+    if (m.contains("id") && m["id"].is_number_integer())
+      if (auto it = sb->egress_logs.find(m["id"].get<int>()); it != sb->egress_logs.end()) log = it->second;
+    {
+      std::lock_guard lock(mu);
+      sb->last_used = Clock::now();
+    }
+    egress_proxy.serve(std::move(fds[0]), sb->egress, log);
+    fds.clear();
+    return;
+  }
   int id = m.value("id", 0);
   auto it = sb->execs.find(id);
   if (it == sb->execs.end()) return;
@@ -523,6 +557,7 @@ void SandboxManager::Impl::retire_sandbox(const std::shared_ptr<Sandbox>& sb, st
   }
   auto finish_cleanup = [this, sb, report, done = std::move(done), t0]() mutable {
     report->namespaces_gone = !sb->unsandboxed;
+    if (sb->egress) sb->egress->close_all();
     if (sb->cg) {
       sb->cg->kill_all();
       std::vector<std::string> left;

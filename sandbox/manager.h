@@ -29,6 +29,10 @@ struct ManagerOptions {
   bool cleanup_stale = true;        // remove leftovers of a crashed server at start
   bool warm_spares = true;          // keep a fresh sandbox ready per recent policy (servers, not `kiln run`)
   HostCeilings ceilings;            // server-wide: live sandboxes, their memory and pids, disk reserve
+  // --network-allow FILE: the most any sandbox of this server may reach; a request narrows it,
+  // never widens it, and network "host" is refused while it is set.
+  std::optional<egress::Policy> network_ceiling;
+  std::string egress_hosts_file;    // KILN_EGRESS_HOSTS: names mapped before DNS (tests, operators)
 };
 
 // Called on the waiting caller's thread, coalesced (~50 ms), with redacted text.

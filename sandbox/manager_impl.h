@@ -21,6 +21,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "sandbox/cgroups.h"
+#include "sandbox/egress/egress_proxy.h"
 #include "sandbox/manager.h"
 #include "sandbox/output_spool.h"
 #include "sandbox/redactor.h"
@@ -68,6 +69,10 @@ struct Sandbox {
   std::vector<std::function<void()>> on_helper_gone;
   std::atomic<bool> closing{false};
   HostBudget::Lease lease;  // this sandbox's share of the server-wide ceilings (given back when it goes)
+  // network allowlist: what the proxy enforces for it, and each exec's decision log by exec id
+  // (kept while the exec's run is unfinished; io thread).
+  std::shared_ptr<egress::SandboxEgress> egress;
+  std::map<int, std::shared_ptr<egress::NetworkLog>> egress_logs;
 };
 
 struct Run {
@@ -83,6 +88,7 @@ struct Run {
   std::unique_ptr<StreamRedactor> rout, rerr;
   int exec_id = 0;
   bool direct_exec = false;  // argv runs without a shell in front (see launch)
+  std::shared_ptr<egress::NetworkLog> netlog;  // network allowlist only
 
   // io thread only
   std::uint64_t raw_bytes = 0;
@@ -130,6 +136,7 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   };
   Loop io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  egress::EgressProxy egress_proxy{io, egress::ProxyOptions{.hosts_file = opt.egress_hosts_file}};
   std::thread thread;
   std::vector<std::function<void(const std::string&)>> gone_listeners;  // guarded by mu
   std::unique_ptr<asio::steady_timer> reaper;

@@ -292,6 +292,10 @@ ExecResult SandboxManager::Impl::result_of(const std::shared_ptr<Run>& run, cons
   r.sys_ms = run->sys_ms;
   r.limits_hit = run->limits_hit;
   r.run_dir = run->run_dir;
+  if (run->netlog) {
+    r.network_log = run->netlog->to_json();
+    r.network_summary = run->netlog->summary_json();
+  }
   for (const auto* spool : {run->out.get(), run->err.get(), run->both.get()}) {
     int err = spool ? spool->write_error() : 0;
     if (err == 0 || !r.output_error.empty()) continue;

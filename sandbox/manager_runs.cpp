@@ -231,6 +231,15 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       if (l.cpu_s) m["cpu_ms"] = std::uint64_t(std::ceil(*l.cpu_s * 1000));
       // Without a memory cgroup, pid 1 meters the sandbox's resident memory instead.
       if (l.memory_mb && !cg_mem) m["memory_mb"] = *l.memory_mb;
+      if (sb->egress) {
+        // pid 1 opens this exec's proxy port and sets the proxy variables; what comes in on it is
+        // logged here. Logs of ended execs stay while their leftover processes may still connect,
+        // the oldest going past a bound.
+        m["egress"] = true;
+        run->netlog = std::make_shared<egress::NetworkLog>();
+        sb->egress_logs[run->exec_id] = run->netlog;
+        while (sb->egress_logs.size() > 256) sb->egress_logs.erase(sb->egress_logs.begin());
+      }
       if (auto h = env.find("HOME"); h != env.end() && h->second.size() > 1 && h->second[0] == '/' &&
                                      h->second.size() < 4096 && h->second.find('\0') == std::string::npos)
         m["home"] = h->second;

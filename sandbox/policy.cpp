@@ -48,6 +48,7 @@ const char* to_string(Network n) {
     case Network::none: return "none";
     case Network::loopback: return "loopback";
     case Network::host: return "host";
+    case Network::allowlist: return "allowlist";
   }
   return "none";
 }
@@ -56,7 +57,10 @@ Result<Network> parse_network(const std::string& s) {
   if (s == "none") return Network::none;
   if (s == "loopback") return Network::loopback;
   if (s == "host") return Network::host;
-  return fail(Errc::invalid_argument, fmt::format("network must be \"none\", \"loopback\" or \"host\", not \"{}\"", s));
+  return fail(Errc::invalid_argument,
+              fmt::format("network must be \"none\", \"loopback\", \"host\" or an allowlist object like "
+                          "{{\"allow\": [\"registry.npmjs.org\"]}}, not \"{}\"",
+                          s.substr(0, 100)));
 }
 
 namespace {
@@ -132,10 +136,22 @@ Result<SandboxPolicy> make_policy(const PolicyInput& in) {
   for (const auto* src : {&cfg, &args}) {
     const char* where = src == &cfg ? "kiln.json sandbox" : "arguments";
     if (auto it = src->find("network"); it != src->end() && !it->is_null()) {
-      if (!it->is_string()) return fail(Errc::invalid_argument, fmt::format("{}: network must be a string", where));
-      auto n = parse_network(it->get<std::string>());
-      if (!n) return std::unexpected(n.error());
-      p.network = *n;
+      if (it->is_object()) {
+        auto e = egress::parse_policy(*it, fmt::format("{}: network", where));
+        if (!e) return std::unexpected(e.error());
+        p.network = Network::allowlist;
+        p.egress = std::move(*e);
+      } else if (!it->is_string()) {
+        return fail(Errc::invalid_argument,
+                    fmt::format("{}: network must be \"none\", \"loopback\", \"host\" or an allowlist object "
+                                "like {{\"allow\": [\"registry.npmjs.org\"]}}",
+                                where));
+      } else {
+        auto n = parse_network(it->get<std::string>());
+        if (!n) return std::unexpected(n.error());
+        p.network = *n;
+        p.egress.reset();
+      }
     }
     if (auto it = src->find("isolation"); it != src->end() && !it->is_null()) {
       std::string s = it->is_string() ? it->get<std::string>() : "";
@@ -268,7 +284,9 @@ json helper_spec(const SandboxPolicy& p, const std::string& id, const std::vecto
   for (const auto& b : p.data_binds)
     data.push_back({{"source", b.source}, {"target", b.target}, {"dev", b.dev}, {"ino", b.ino}});
   const bool root_inside = p.hosts_services && ::getuid() == 0;
-  Network net = p.network == Network::none && p.hosts_services ? Network::loopback : p.network;
+  Network net = (p.network == Network::none && p.hosts_services) || p.network == Network::allowlist
+                    ? Network::loopback
+                    : p.network;
   return json{{"id", id},
               {"workspace", p.workspace_root},
               {"workspace_writable", !p.workspace_readonly},

@@ -27,7 +27,7 @@ std::string spare_key(const SandboxPolicy& p) {
   for (const auto& [k, v] : p.env) env[k] = v;
   return nlohmann::json{{"n", to_string(p.network)}, {"l", limits_key(p.limits)}, {"r", limits_key(p.requested)},
                         {"e", env}, {"w", p.workspace_root}, {"ro", p.workspace_readonly}, {"i", p.workspace_id},
-                        {"o", p.owner}}
+                        {"o", p.owner}, {"x", p.egress ? p.egress->to_json() : nlohmann::json()}}
       .dump();
 }
 

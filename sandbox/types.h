@@ -13,9 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sandbox/egress/egress_policy.h"
+
 namespace kiln::sandbox {
 
-enum class Network { none, loopback, host };
+// allowlist: the sandbox keeps its empty network namespace (loopback up) and reaches the names its
+// egress policy allows through Kiln's proxy only (TOOLS.md "Network allowlist").
+enum class Network { none, loopback, host, allowlist };
 enum class Isolation { strict, none };
 
 // Every limit is optional: unset means "the default" (see policy.h), and an explicitly requested
@@ -59,6 +63,9 @@ struct SandboxPolicy {
   // The workspace is mounted read-only (and Landlock grants it read/execute only): an app runs from
   // an immutable published copy. /tmp, /dev/shm and data_binds stay writable.
   bool workspace_readonly = false;
+  // network allowlist: what the request (or kiln.json) allows; the server's ceiling narrows it when
+  // the sandbox is made.
+  std::optional<egress::Policy> egress;
 };
 
 enum class StopReason {
@@ -132,6 +139,9 @@ struct ExecResult {
   // Set when the output could not be saved in the state directory (a full disk): what happened,
   // in words. The tails are still in `out`/`err`; the pages beyond them are lost.
   std::string output_error;
+  // network allowlist only: every proxy decision of this run (TOOLS.md network_log), and totals.
+  nlohmann::json network_log;
+  nlohmann::json network_summary;
 };
 
 struct BackgroundStarted {

@@ -36,7 +36,7 @@ nlohmann::json column_json(const db::Statement& st, int col) {
 constexpr const char* kColumns =
     "SELECT id, kind, workspace_id, parent_id, name, client, command, cwd, policy, status, started_at, ended_at,"
     " duration_ms, exit_code, signal, stop_reason, resources, output, cleanup, tests, result, error,"
-    " COALESCE(principal, '') FROM traces ";
+    " COALESCE(principal, ''), network_log FROM traces ";
 
 TraceRecord row_to_record(const db::Statement& s) {
   TraceRecord r;
@@ -63,6 +63,7 @@ TraceRecord row_to_record(const db::Statement& s) {
   r.result = column_json(s, 20);
   r.error = s.text(21);
   r.principal = s.text(22);
+  r.network_log = column_json(s, 23);
   return r;
 }
 
@@ -111,6 +112,8 @@ Result<std::unique_ptr<TraceStore>> TraceStore::open(const std::string& state_di
        "CREATE INDEX IF NOT EXISTS traces_running ON traces(status) WHERE status = 'running';"},
       // The principal a run was for. Older rows keep NULL: they were all the local user's.
       {2, "ALTER TABLE traces ADD COLUMN principal TEXT;"},
+      // The egress proxy's decisions for a run with a network allowlist (NULL for every other run).
+      {3, "ALTER TABLE traces ADD COLUMN network_log TEXT;"},
   };
   auto db = db::Database::open(state_dir + "/traces.db",
                                {.label = "trace", .busy_timeout_ms = 5000, .private_file = true, .schema = kSchema});
@@ -209,7 +212,8 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   db::Statement upd(db_,
                     "UPDATE traces SET status = ?2, ended_at = ?3, duration_ms = ?4, exit_code = ?5, signal = ?6,"
                     " stop_reason = ?7, resources = ?8, output = ?9, cleanup = ?10, tests = ?11,"
-                    " result = COALESCE(?12, result), error = ?13, policy = COALESCE(?14, policy)"
+                    " result = COALESCE(?12, result), error = ?13, policy = COALESCE(?14, policy),"
+                    " network_log = ?15"
                     " WHERE id = ?1 AND status = 'running'");
   upd.bind(1, id);
   upd.bind(2, f.status);
@@ -225,6 +229,7 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   bind_json(upd, 12, clean_json(f.result));
   upd.bind(13, clean(f.error));
   bind_json(upd, 14, clean_json(f.policy));
+  bind_json(upd, 15, clean_json(f.network_log));
   auto changed = upd.run("update");
   if (!changed) return std::unexpected(changed.error());
   if (*changed == 0) return fail(Errc::conflict, fmt::format("trace {} has already ended", id));
@@ -443,6 +448,7 @@ nlohmann::json to_json(const TraceRecord& r) {
               {"cleanup", r.cleanup},
               {"tests", r.tests},
               {"result", r.result},
+              {"network_log", r.network_log},
               {"error", r.error}};
 }
 

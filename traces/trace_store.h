@@ -43,6 +43,7 @@ struct TraceRecord {
   nlohmann::json output;                 // {stdout_bytes, stderr_bytes, dropped_bytes, truncated}
   nlohmann::json cleanup;
   nlohmann::json tests;                  // parsed test report of a test step
+  nlohmann::json network_log;            // egress decisions (network allowlist runs only; else null)
   nlohmann::json result;                 // the caller's own summary (verify: per-check results)
   std::string error;
 };
@@ -78,6 +79,7 @@ struct TraceFinish {
   nlohmann::json cleanup;
   nlohmann::json tests;
   nlohmann::json result;               // null keeps what update_result stored
+  nlohmann::json network_log;          // the egress proxy's decisions (null: no allowlist)
   nlohmann::json policy;               // null keeps the policy recorded at start (a fresh
                                        // sandbox's isolation report is only known at the end)
   std::string error;

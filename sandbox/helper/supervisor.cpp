@@ -21,6 +21,7 @@
 
 #include "core/fd_io.h"
 #include "sandbox/helper/control.h"
+#include "sandbox/helper/egress_listener.h"
 #include "sandbox/helper/loopback_connect.h"
 #include "sandbox/helper/proc_tree.h"
 #include "sandbox/helper/shepherd.h"
@@ -29,6 +30,11 @@
 namespace kiln::helper {
 
 namespace {
+
+// Each connected socket stays open here until its reply is sent; past this many waiting for a
+// reader that does not read, new connects are refused (and egress listeners wait) rather than run
+// pid 1 out of descriptors.
+constexpr std::size_t kMaxConnectsQueued = 512;
 
 struct ExecRecord {
   nlohmann::json id;
@@ -43,6 +49,7 @@ struct ExecRecord {
   bool memory_killed = false;
   bool exited = false;
   bool failed = false;
+  int egress_fd = -1;  // this exec's proxy listener (closed with the record)
 };
 
 class Supervisor {
@@ -56,6 +63,8 @@ class Supervisor {
   void start_exec(const nlohmann::json& j, ControlMessage& msg);
   void kill_exec(const nlohmann::json& j);
   void connect_loopback(const nlohmann::json& j);
+  void accept_egress(ExecRecord& rec);
+  void drop(std::map<std::string, ExecRecord>::iterator it);
   void reap();
   void fork_spare();
   bool hand_to_spare(const ControlMessage& msg, ExecRecord& rec);
@@ -111,6 +120,14 @@ void Supervisor::run() {
         pfds.push_back({rec.report_fd, POLLIN, 0});
         keys.push_back(key);
       }
+    const std::size_t reports_end = pfds.size();
+    // Listeners wait while kiln has not taken the sockets handed over so far.
+    if (out_.fds_pending() < kMaxConnectsQueued)
+      for (auto& [key, rec] : execs_)
+        if (rec.egress_fd >= 0) {
+          pfds.push_back({rec.egress_fd, POLLIN, 0});
+          keys.push_back(key);
+        }
     // A tree CPU budget is checked every 100 ms: cheap enough for pid 1, and tight enough that
     // cpu_s 1 stops near 1 s however the work is spread over short-lived processes.
     int n = ::poll(pfds.data(), pfds.size(), metering() ? 100 : -1);
@@ -123,7 +140,9 @@ void Supervisor::run() {
     for (std::size_t i = 2; i < pfds.size(); ++i) {
       if (!pfds[i].revents) continue;
       auto it = execs_.find(keys[i - 2]);
-      if (it != execs_.end()) read_reports(it->second);
+      if (it == execs_.end()) continue;
+      if (i < reports_end) read_reports(it->second);
+      else accept_egress(it->second);
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) on_control();
     if (!out_.flush()) shutdown(0);
@@ -253,11 +272,39 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
   if (msg.fds_truncated || (msg.fds.size() != 3 && msg.fds.size() != 4))
     return reject("exec needs exactly 3 fds (stdin, stdout, stderr) and optionally a cgroup folder fd, got " +
                   std::to_string(msg.fds.size()));
+  // egress: a listener of this exec's own, and the proxy variables pointing at it, added to the
+  // request before anyone (a spare shepherd included) parses it.
+  int egress_fd = -1;
+  nlohmann::json with_egress;
+  const nlohmann::json* request = &j;
+  if (auto e = j.find("egress"); e != j.end()) {
+    if (!e->is_boolean()) return reject("egress must be a boolean");
+    with_egress = j;
+    with_egress.erase("egress");
+    if (e->get<bool>()) {
+      int port = 0;
+      egress_fd = egress_listen(port);
+      if (egress_fd < 0) {
+        int le = errno;
+        for (int f : msg.fds) ::close(f);
+        msg.fds.clear();
+        return error(req.id, "egress", le, std::string("cannot listen on the sandbox's 127.0.0.1: ") + std::strerror(le));
+      }
+      if (!with_egress.contains("env") || !with_egress["env"].is_object()) with_egress["env"] = nlohmann::json::object();
+      for (auto& [name, value] : egress_env(port)) with_egress["env"][name] = value;
+    }
+    msg.data = dump_json(with_egress);
+    request = &with_egress;
+  }
   std::string err;
-  if (!parse_exec(j, ctx_.spec->workspace, req, err)) return reject(err);
+  if (!parse_exec(*request, ctx_.spec->workspace, req, err)) {
+    if (egress_fd >= 0) ::close(egress_fd);
+    return reject(err);
+  }
   {
     ExecRecord rec;
     rec.id = req.id;
+    rec.egress_fd = egress_fd;
     rec.cpu_budget_ms = req.cpu_budget_ms;
     rec.memory_budget_mb = req.memory_budget_mb;
     if (hand_to_spare(msg, rec)) {
@@ -275,6 +322,7 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
   if (::pipe2(rp, O_CLOEXEC) != 0) {
     int e = errno;
     req.close_fds();
+    if (egress_fd >= 0) ::close(egress_fd);
     return error(req.id, "fork", e, std::string("pipe2: ") + std::strerror(e));
   }
   pid_t pid = ::fork();
@@ -287,11 +335,13 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
   req.close_fds();
   if (pid < 0) {
     ::close(rp[0]);
+    if (egress_fd >= 0) ::close(egress_fd);
     return error(req.id, "fork", e, std::string("fork: ") + std::strerror(e));
   }
   ::fcntl(rp[0], F_SETFL, O_NONBLOCK);
   ExecRecord rec;
   rec.id = req.id;
+  rec.egress_fd = egress_fd;
   rec.shepherd = pid;
   rec.report_fd = rp[0];
   rec.cpu_budget_ms = req.cpu_budget_ms;
@@ -314,9 +364,19 @@ void Supervisor::kill_exec(const nlohmann::json& j) {
   signal_exec_tree(rec.shepherd, rec.exited ? 0 : rec.child, sig);
 }
 
-// Each connected socket stays open here until its reply is sent; past this many waiting for a
-// reader that does not read, new connects are refused rather than run pid 1 out of descriptors.
-constexpr std::size_t kMaxConnectsQueued = 512;
+void Supervisor::accept_egress(ExecRecord& rec) {
+  // A bounded batch per wake, so a flood on one listener cannot starve the control channel.
+  for (int i = 0; i < 64 && out_.fds_pending() < kMaxConnectsQueued; ++i) {
+    int c = ::accept4(rec.egress_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) return;  // EAGAIN, or an aborted connection: the next poll tells
+    out_.send_fd(dump_json({{"op", "egress"}, {"id", rec.id}}), c);
+  }
+}
+
+void Supervisor::drop(std::map<std::string, ExecRecord>::iterator it) {
+  if (it->second.egress_fd >= 0) ::close(it->second.egress_fd);
+  execs_.erase(it);
+}
 
 void Supervisor::connect_loopback(const nlohmann::json& j) {
   nlohmann::json id = j.contains("id") ? j["id"] : nlohmann::json();
@@ -439,10 +499,10 @@ void Supervisor::reap() {
         rec.report_fd = -1;
         rec.shepherd = -1;
         if (rec.exited || rec.failed) {
-          execs_.erase(it);
+          drop(it);
         } else if (rec.child <= 0) {
           error(rec.id, "supervise", 0, "the exec's shepherd process died before the command started");
-          execs_.erase(it);
+          drop(it);
         } else if (::kill(rec.child, 0) != 0 && errno == ESRCH) {
           // The shepherd reaped the command in the instant it was killed (a kill from outside
           // the tree landing inside its wait4): the command is gone and so is its status. Say
@@ -451,7 +511,7 @@ void Supervisor::reap() {
           send_started(rec);
           out_.send(dump_json({{"op", "exited"}, {"id", rec.id}, {"status_lost", true}, {"signal", 0}}));
           want_spare_ = true;
-          execs_.erase(it);
+          drop(it);
         }
         // Otherwise the command (a `kill -9 -1` inside kills its shepherd too) now belongs to
         // pid 1: its exit is reported below when it is reaped here.
@@ -462,7 +522,7 @@ void Supervisor::reap() {
         rec.exited = true;
         send_started(rec);
         send_exited(rec, status, ru.ru_utime, ru.ru_stime, ru.ru_maxrss);
-        if (rec.shepherd < 0) execs_.erase(it);
+        if (rec.shepherd < 0) drop(it);
         break;
       }
     }
