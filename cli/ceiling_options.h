@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sandbox/egress/egress_policy.h"
 #include "sandbox/host_budget.h"
 
 namespace kiln::cli {
@@ -21,6 +22,15 @@ inline void add_ceiling_options(CLI::App& cmd, sandbox::HostCeilings& c) {
                  "Free space to keep on the workspace's and the state's filesystems; runs are refused or stopped "
                  "below it (default: 2048 or 5% of the filesystem, whichever is less)")
       ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
+  cmd.add_option("--network-allow", c.network_allow_file,
+                 "A JSON allowlist file ({\"allow\": [...], \"deny\": [...], \"allow_private\": false}): the most any "
+                 "sandbox may reach. Requests can narrow it, never widen it; network \"host\" is refused")
+      ->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            auto p = egress::load_policy_file(path);
+            return p ? std::string() : p.error().message;
+          },
+          "FILE"));
 }
 
 }  // namespace kiln::cli

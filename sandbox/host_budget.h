@@ -23,6 +23,9 @@ struct HostCeilings {
   std::uint64_t memory_mb = 0;       // sum of live sandboxes' memory limits; 0 = the default
   std::uint64_t pids = 0;            // sum of live sandboxes' pids limits; 0 = the default
   std::uint64_t disk_reserve_mb = 0; // free space kept on the workspace's and state's filesystems
+  // --network-allow FILE: the network ceiling (a JSON allowlist); empty: none. Carried here so every
+  // server that takes the ceilings (kiln mcp, kiln serve --mcp, apps) takes it too.
+  std::string network_allow_file;
 };
 
 // Fills zeros with this host's defaults: 128 sandboxes, the machine's RAM, half the kernel's

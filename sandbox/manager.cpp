@@ -74,7 +74,19 @@ const char* signal_name(int sig) {
   }
 }
 
-SandboxManager::Impl::Impl(ManagerOptions o) : opt(std::move(o)), secrets(opt.state_dir) {}
+namespace {
+// The ceiling file was checked when the command line was read; if it cannot be read now, nothing
+// is allowed (fail closed) rather than everything.
+ManagerOptions with_network_ceiling(ManagerOptions o) {
+  if (!o.network_ceiling && !o.ceilings.network_allow_file.empty()) {
+    auto p = egress::load_policy_file(o.ceilings.network_allow_file);
+    o.network_ceiling = p ? std::move(*p) : egress::Policy{};
+  }
+  return o;
+}
+}  // namespace
+
+SandboxManager::Impl::Impl(ManagerOptions o) : opt(with_network_ceiling(std::move(o))), secrets(opt.state_dir) {}
 
 SandboxManager::SandboxManager(ManagerOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {
   impl_->cg = detect_cgroups();

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -158,8 +160,7 @@ Verdict decide(const Policy& p, std::string_view host, int port) {
   if (literal) return {false, "an IP address is refused unless an allow entry lists it"};
   for (const auto& r : p.allow)
     if (r.matches_host(host, literal))
-      return {false, fmt::format("allow {} does not cover port {} (add \"{}:{}\")", r.text, port,
-                                 r.kind == Rule::Kind::exact ? r.name : r.text.substr(0, r.text.find(':')), port)};
+      return {false, fmt::format("allow {} does not cover port {} (add \"{}:{}\")", r.text, port, host, port)};
   return {false, "no allow entry matches"};
 }
 
@@ -192,6 +193,18 @@ Result<Policy> parse_policy(const json& j, const std::string& where) {
     p.allow_private = it->get<bool>();
   }
   return p;
+}
+
+Result<Policy> load_policy_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return fail(Errc::not_found, fmt::format("cannot read the network ceiling {}", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded())
+    return fail(Errc::invalid_argument,
+                fmt::format("{} is not JSON; write e.g. {{\"allow\": [\"registry.npmjs.org\"]}}", path));
+  return parse_policy(j, path);
 }
 
 Verdict Scope::decide(std::string_view host, int port) const {

@@ -51,6 +51,9 @@ struct Verdict {
 // not a plausible host (bad characters, too long): such a request is refused before matching.
 std::string normalise_host(std::string_view host);
 
+// Reads a ceiling file (`kiln mcp --network-allow FILE`): one JSON object as `network` takes.
+Result<Policy> load_policy_file(const std::string& path);
+
 // The name check alone (no resolution): deny wins over allow; IP literals need an address entry.
 Verdict decide(const Policy& p, std::string_view host, int port);
 

@@ -128,3 +128,26 @@ test('bad allowlists are refused with the field named', async () => {
   assert.equal(r.isError, true);
   assert.match(r.content[0].text, /network\.allow\[0\]/);
 });
+
+sandboxTest('the server ceiling (--network-allow) narrows a request and refuses network host', async () => {
+  const ceiling = path.join(dir, 'ceiling.json');
+  fs.writeFileSync(ceiling, JSON.stringify({ allow: [`up.test:${HP}`], allow_private: true }));
+  const c = await connectClient({ args: ['--network-allow', ceiling], env: { KILN_EGRESS_HOSTS: hostsFile } });
+  try {
+    structured(await c.client.callTool({ name: 'workspace_open', arguments: { path: ws } }));
+    const cc = (args) => c.client.callTool({ name: 'sandbox_exec', arguments: args }, undefined, { timeout: 60000 });
+    const before = hits;
+    const r = structured(await cc({
+      command: `curl -sS http://up.test:${HP}/in; echo; curl -s http://other.test:${HP}/out`,
+      network: { allow: ['*:*'], allow_private: true },
+    }));
+    assert.match(r.stdout, /hello from up\.test:\d+ \/in/);
+    assert.match(r.stdout, /the server's ceiling \(--network-allow\): no allow entry matches/);
+    assert.equal(hits - before, 1);
+    const h = await cc({ command: 'true', network: 'host' });
+    assert.equal(h.isError, true);
+    assert.match(h.content[0].text, /--network-allow/);
+  } finally {
+    await c.close();
+  }
+});
