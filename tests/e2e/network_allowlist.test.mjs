@@ -151,3 +151,19 @@ sandboxTest('the server ceiling (--network-allow) narrows a request and refuses 
     await c.close();
   }
 });
+
+sandboxTest('200 concurrent connections through one sandbox all get through', async () => {
+  const before = hits;
+  const r = await exec({
+    command: `for i in $(seq 200); do curl -s -o /dev/null -w '%{http_code}\\n' http://up.test:${HP}/c$i & done; wait`,
+    network: { allow: [`up.test:${HP}`], allow_private: true },
+    timeout_s: 120,
+  });
+  const codes = r.stdout.trim().split('\n');
+  assert.equal(codes.length, 200);
+  assert.ok(codes.every((c) => c === '200'), r.stdout.slice(0, 400));
+  assert.equal(hits - before, 200);
+  const t = await traceOf(r);
+  assert.equal(t.network_log.length, 200);
+  assert.equal(t.result.network.allowed, 200);
+});

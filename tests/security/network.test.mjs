@@ -216,3 +216,59 @@ test('case 16: host Unix sockets (abstract, pathname, ssh-agent) and /run are un
   await new Promise((r) => setTimeout(r, 300));
   assert.deepEqual(hits, [], `host Unix sockets were reached from inside: ${hits}`);
 });
+
+// Issue 18: a network allowlist keeps every direct path closed, and the proxy refuses the host's
+// own loopback and the metadata address however they are named; the relay cannot be replaced.
+test('allowlist: direct egress still fails, the proxy refuses host loopback and metadata, the relay cannot be taken over', async () => {
+  const hosts = path.join(tempDir('kiln-sec-hosts-'), 'hosts');
+  fs.writeFileSync(hosts, `127.0.0.1 hostlo.test\n169.254.169.254 meta.test\n::ffff:127.0.0.1 mapped.test\n`);
+  const e = await startKiln({ env: { KILN_EGRESS_HOSTS: hosts } });
+  try {
+    fs.writeFileSync(path.join(e.ws, 'netprobe.py'), PROBE);
+    const before = hits.length;
+    const network = { allow: ['*:*', '127.0.0.1:*'] };
+    const r = await exec(e, 'python3 netprobe.py egress', { timeout_s: 120, network });
+    const got = lines(r.stdout);
+    for (const n of ['tcp4_metadata', 'udp4_metadata', 'dns_metadata', 'icmp_metadata', 'raw_socket', 'packet_socket',
+      'tcp6_metadata', 'udp6_metadata', 'dev_tcp']) {
+      assert.ok(got[n], `probe line ${n} missing:\n${r.out}`);
+      assert.match(got[n], /^FAILED/, `${n} got out: ${got[n]}\n${r.out}`);
+    }
+    const via = await exec(e, [
+      `curl -s --noproxy '' http://127.0.0.1:${p4}/; echo`,
+      `curl -s http://hostlo.test:${p4}/; echo`,
+      `curl -s http://mapped.test:${p4}/; echo`,
+      `curl -s http://meta.test/latest/meta-data/; echo`,
+      `curl -s --noproxy '' http://169.254.169.254/; echo`,
+    ].join('; '), { network });
+    assert.match(via.stdout, /127\.0\.0\.1 is loopback/);
+    assert.match(via.stdout, /hostlo\.test resolves to 127\.0\.0\.1, loopback/);
+    assert.match(via.stdout, /mapped\.test resolves to ::ffff:127\.0\.0\.1, loopback/);
+    assert.match(via.stdout, /meta\.test resolves to 169\.254\.169\.254, a cloud metadata address/);
+    assert.match(via.stdout, /169\.254\.169\.254:80: an IP address is refused unless an allow entry lists it/);
+    // Even allow_private does not open the metadata address to a name.
+    const meta = await exec(e, 'curl -s http://meta.test/; echo', { network: { allow: ['*'], allow_private: true } });
+    assert.match(meta.stdout, /a cloud metadata address/);
+    // The relay: its port cannot be bound by the command, pid 1's descriptors cannot be read, and
+    // there is no socket file anywhere in the sandbox to reach Kiln by.
+    const relay = await exec(e, [
+      `python3 -c "import os,socket; s=socket.socket(); p=int(os.environ['HTTP_PROXY'].rsplit(':',1)[1]); s.bind(('127.0.0.1',p)); print('BOUND')" 2>&1 | tail -1`,
+      `python3 -c "import os,glob
+n=0
+for f in glob.glob('/proc/1/fd/*'):
+    try:
+        os.open(f, os.O_RDONLY); n+=1
+    except OSError: pass
+print('OPENED', n)"`,
+      'find / -xdev -type s 2>/dev/null | head -3; echo END',
+    ].join('; '), { network });
+    assert.doesNotMatch(relay.stdout, /BOUND/);
+    assert.match(relay.stdout, /Address already in use/);
+    assert.match(relay.stdout, /^OPENED 0$/m);
+    assert.match(relay.stdout, /^END$/m);
+    assert.equal(relay.stdout.split('\n').filter((l) => l.startsWith('/')).length, 0, relay.stdout);
+    assert.equal(hits.length, before, `host listeners were reached: ${hits.slice(before)}`);
+  } finally {
+    await e.close();
+  }
+});
