@@ -35,11 +35,7 @@ std::size_t NetworkLog::add(LogEntry e) {
 
 void NetworkLog::update(std::size_t index, std::uint64_t up, std::uint64_t down, const std::string& error, bool open) {
   std::lock_guard lock(mu_);
-  if (index >= entries_.size()) {
-    up_ += up;  // counted past the cap: totals only (the caller passes deltas then)
-    down_ += down;
-    return;
-  }
+  if (index >= entries_.size()) return;  // past the cap nothing is updated (see Connection::begin_relay)
   auto& e = entries_[index];
   up_ += up - e.bytes_up;
   down_ += down - e.bytes_down;
