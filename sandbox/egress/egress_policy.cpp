@@ -225,6 +225,18 @@ bool Scope::explicit_port(std::string_view host, int port) const {
   return named(request) && (!ceiling || named(*ceiling));
 }
 
+std::optional<std::string> Scope::denied_address(const IpAddress& a, int port) const {
+  auto in = [&](const Policy& p) -> std::optional<std::string> {
+    for (const auto& r : p.deny)
+      if (r.kind == Rule::Kind::address && r.matches_host({}, a) && r.matches_port(port, true)) return "deny " + r.text;
+    return std::nullopt;
+  };
+  if (auto r = in(request)) return r;
+  if (ceiling)
+    if (auto r = in(*ceiling)) return "the server's ceiling (--network-allow): " + *r;
+  return std::nullopt;
+}
+
 json Scope::to_json() const {
   json j = request.to_json();
   if (ceiling) j["ceiling"] = ceiling->to_json();

@@ -67,6 +67,9 @@ struct Scope {
   // For a CONNECT whose first bytes are not TLS: only when the entry that allowed it names the
   // port explicitly (a raw tunnel to an API's own port), never through a default 80/443.
   bool explicit_port(std::string_view host, int port) const;
+  // A deny address entry (the request's or the ceiling's) that covers an address a name resolved
+  // to: `deny: ["10.0.0.0/8"]` keeps names pointing there out, not only the literal. Empty: none.
+  std::optional<std::string> denied_address(const IpAddress& a, int port) const;
   nlohmann::json to_json() const;
 };
 

@@ -203,6 +203,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const Scope& scope = sandbox_->scope();
     const bool literal = IpAddress::parse(req_.host).has_value();
     for (const auto& a : addrs) {
+      if (auto rule = scope.denied_address(a, req_.port)) {
+        entry_.address = a.to_string();
+        return deny(literal ? fmt::format("{} is denied", a.to_string())
+                            : fmt::format("{} resolves to {}, which {} covers", req_.host, a.to_string(), *rule),
+                    "A deny entry matches it; deny wins over allow.");
+      }
       AddressClass c = classify(a);
       std::string what = c.non_public;
       if (what.empty() && proxy_->is_own(a)) what = "an address of this host";

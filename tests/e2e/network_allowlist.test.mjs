@@ -3,14 +3,14 @@
 // Kiln's proxy only; denied, unlisted, IP-literal and private destinations get a 403 naming the
 // rule, direct connections fail, and every decision is in the run's trace as network_log.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { connectClient, structured, tempDir } from '../lib/kiln.mjs';
+import { connectClient, sleep, structured, tempDir } from '../lib/kiln.mjs';
 import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const ws = tempDir('kiln-egress-ws-');
@@ -32,9 +32,13 @@ await new Promise((r) => plain.listen(0, '127.0.0.1', r));
 await new Promise((r) => tls.listen(0, '127.0.0.1', r));
 const HP = plain.address().port;
 const TP = tls.address().port;
+// A second upstream on 127.0.0.3, the address a rebinding name later points at: it must never be hit.
+let hitsB = 0;
+const plainB = http.createServer((req, res) => { hitsB++; res.end('from B\n'); });
+await new Promise((r) => plainB.listen(HP, '127.0.0.3', r));
 
 const s = await connectClient({ env: { KILN_EGRESS_HOSTS: hostsFile } });
-after(async () => { await s.close(); plain.close(); tls.close(); });
+after(async () => { await s.close(); plain.close(); tls.close(); plainB.close(); });
 structured(await s.client.callTool({ name: 'workspace_open', arguments: { path: ws } }));
 const call = (name, args) => s.client.callTool({ name, arguments: args }, undefined, { timeout: 60000 });
 const exec = async (args) => structured(await call('sandbox_exec', args));
@@ -166,4 +170,193 @@ sandboxTest('200 concurrent connections through one sandbox all get through', as
   const t = await traceOf(r);
   assert.equal(t.network_log.length, 200);
   assert.equal(t.result.network.allowed, 200);
+});
+
+// Rebinding: the name passes on its first lookup (a public address) and points at loopback on the
+// next. Kiln decides on every lookup, so the second is refused and nothing reaches the upstream.
+sandboxTest('a name that resolves to a private address on the second lookup is refused', async () => {
+  const rebindHosts = path.join(dir, 'hosts');
+  const original = fs.readFileSync(rebindHosts, 'utf8');
+  try {
+    fs.writeFileSync(rebindHosts, `${original}198.51.100.1 rebind.test\n`);
+    const before = hits;
+    const first = await exec({
+      command: `curl -s --max-time 3 -o /dev/null -w '%{http_code}\\n' http://rebind.test:${HP}/1`,
+      network: { allow: [`rebind.test:${HP}`] },
+    });
+    const firstLog = (await traceOf(first)).network_log;
+    assert.equal(firstLog.length, 1, JSON.stringify(firstLog));
+    assert.equal(firstLog[0].decision, 'allowed', JSON.stringify(firstLog));
+    fs.writeFileSync(rebindHosts, `${original}127.0.0.1 rebind.test\n`);
+    const second = await exec({
+      command: `curl -s --max-time 3 http://rebind.test:${HP}/2`,
+      network: { allow: [`rebind.test:${HP}`] },
+    });
+    assert.match(second.stdout, /refused rebind\.test:\d+: rebind\.test resolves to 127\.0\.0\.1, loopback/);
+    assert.equal(hits, before, 'nothing reached the loopback upstream');
+    const log = (await traceOf(second)).network_log;
+    assert.equal(log[0].decision, 'denied');
+    assert.equal(log[0].address, '127.0.0.1');
+    // One private answer among public ones is refused too.
+    fs.writeFileSync(rebindHosts, `${original}198.51.100.1 rebind.test\n127.0.0.1 rebind.test\n`);
+    const mixed = await exec({ command: `curl -s --max-time 3 http://rebind.test:${HP}/3`, network: { allow: [`rebind.test:${HP}`] } });
+    assert.match(mixed.stdout, /resolves to 127\.0\.0\.1/);
+    assert.equal(hits, before);
+  } finally {
+    fs.writeFileSync(rebindHosts, original);
+  }
+});
+
+// An open tunnel stays with the address it was approved for: the hosts file moving the name to a
+// denied address changes where the next connection would go (refused), never the open one.
+sandboxTest('a connection stays pinned to its first destination; a deny address entry covers resolved names', async () => {
+  const pinHosts = path.join(dir, 'hosts');
+  const original = fs.readFileSync(pinHosts, 'utf8');
+  const script = `
+const net = require('node:net');
+const fs = require('node:fs');
+const [host, port] = process.env.HTTP_PROXY.replace('http://', '').split(':');
+function tunnel() {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(Number(port), host, () => c.write('CONNECT pin.test:${HP} HTTP/1.1\\r\\nHost: pin.test:${HP}\\r\\n\\r\\n'));
+    let buf = '';
+    const onData = (d) => {
+      buf += d;
+      const end = buf.indexOf('\\r\\n\\r\\n');
+      if (end < 0) return;
+      c.off('data', onData);
+      resolve({ c, head: buf.slice(0, end) });
+    };
+    c.on('data', onData);
+    c.on('error', reject);
+  });
+}
+function get(c, p) {
+  return new Promise((resolve) => {
+    let buf = '';
+    const onData = (d) => { buf += d; if (/\\n$/.test(buf) && buf.includes('\\r\\n\\r\\n')) { c.off('data', onData); resolve(buf.split('\\r\\n\\r\\n')[1]); } };
+    c.on('data', onData);
+    c.write('GET ' + p + ' HTTP/1.1\\r\\nHost: pin.test\\r\\n\\r\\n');
+  });
+}
+(async () => {
+  const t = await tunnel();
+  console.log('tunnel1', t.head.split('\\r\\n')[0]);
+  console.log('get1', (await get(t.c, '/pin1')).trim());
+  fs.writeFileSync('phase1', '');
+  while (!fs.existsSync('go')) await new Promise((r) => setTimeout(r, 50));
+  console.log('get2', (await get(t.c, '/pin2')).trim());
+  const u = await tunnel();
+  console.log('tunnel2', u.head.split('\\r\\n')[0]);
+  t.c.destroy(); u.c.destroy();
+})();
+`;
+  fs.writeFileSync(path.join(ws, 'pin.js'), script);
+  for (const f of ['phase1', 'go']) fs.rmSync(path.join(ws, f), { force: true });
+  const network = { allow: [`pin.test:${HP}`], deny: ['127.0.0.3'], allow_private: true };
+  const sb = structured(await call('sandbox_create', { network }));
+  try {
+    fs.writeFileSync(pinHosts, `${original}127.0.0.1 pin.test\n`);
+    const before = hits;
+    const bg = await exec({ sandbox_id: sb.sandbox_id, background: true, command: 'node pin.js' });
+    for (let i = 0; i < 200 && !fs.existsSync(path.join(ws, 'phase1')); i++) await sleep(50);
+    assert.ok(fs.existsSync(path.join(ws, 'phase1')), 'the script got through its first request');
+    fs.writeFileSync(pinHosts, `${original}127.0.0.3 pin.test\n`);
+    fs.writeFileSync(path.join(ws, 'go'), '');
+    let out = '';
+    for (let i = 0, offset = 0; i < 100; i++) {
+      const o = structured(await call('process_output', { run_id: bg.run_id, stream: 'stdout', offset, wait_ms: 200 }));
+      out += o.data;
+      offset = o.next_offset;
+      if (o.eof || /tunnel2/.test(out)) break;
+    }
+    const err = structured(await call('process_output', { run_id: bg.run_id, stream: 'stderr', offset: 0 })).data;
+    out += err ? `\nstderr: ${err}` : '';
+    assert.match(out, /tunnel1 HTTP\/1\.1 200/);
+    assert.match(out, /get1 hello from pin\.test \/pin1/);
+    assert.match(out, /get2 hello from pin\.test \/pin2/, 'the open tunnel still reaches the first address');
+    assert.match(out, /tunnel2 HTTP\/1\.1 403/, 'a new connection to the moved name is refused');
+    assert.equal(hits - before, 2);
+    assert.equal(hitsB, 0, 'nothing reached 127.0.0.3');
+  } finally {
+    fs.writeFileSync(pinHosts, original);
+    await call('sandbox_destroy', { sandbox_id: sb.sandbox_id });
+  }
+});
+
+// Killing kiln mid-transfer: the sandbox's pid 1 held only the sandbox's end of each socket, and the
+// proxy lived in the killed process, so the upstream sees its connection close and no process stays.
+sandboxTest('killing the server leaves no proxy connection open', async () => {
+  let open = 0;
+  let opened = 0;
+  const hold = http.createServer((req, res) => { res.write('start\n'); /* never ends */ });
+  hold.on('connection', (sock) => { open++; opened++; sock.on('close', () => { open--; }); });
+  await new Promise((r) => hold.listen(0, '127.0.0.1', r));
+  const k = await connectClient({ env: { KILN_EGRESS_HOSTS: hostsFile } });
+  const kpid = k.transport.pid;
+  try {
+    structured(await k.client.callTool({ name: 'workspace_open', arguments: { path: ws } }));
+    const port = hold.address().port;
+    const net = { allow: [`up.test:${port}`], allow_private: true };
+    structured(await k.client.callTool({ name: 'sandbox_exec', arguments: {
+      background: true, network: net,
+      command: `for i in 1 2 3; do curl -sN http://up.test:${port}/hold$i & done; wait`,
+    } }, undefined, { timeout: 60000 }));
+    for (let i = 0; i < 200 && open < 3; i++) await sleep(50);
+    assert.equal(open, 3, 'three held connections reached the upstream');
+    // Every process below this kiln (helper, sandbox, curl), found by parent links.
+    const ps = spawnSync('ps', ['-eo', 'pid=,ppid='], { encoding: 'utf8' }).stdout.split('\n')
+      .map((l) => l.trim().split(/\s+/)).filter((f) => f.length === 2);
+    const below = new Set([String(kpid)]);
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const [pid, ppid] of ps) if (below.has(ppid) && !below.has(pid)) { below.add(pid); grew = true; }
+    }
+    below.delete(String(kpid));
+    process.kill(kpid, 'SIGKILL');
+    for (let i = 0; i < 100 && open > 0; i++) await sleep(100);
+    assert.equal(open, 0, 'an upstream connection outlived the server');
+    const alive = (pid) => { try { process.kill(Number(pid), 0); return true; } catch { return false; } };
+    let left = [...below];
+    for (let i = 0; i < 50 && left.length; i++) { left = left.filter(alive); if (left.length) await sleep(100); }
+    assert.deepEqual(left, [], 'processes outlived the server');
+    assert.equal(opened, 3);
+  } finally {
+    hold.closeAllConnections?.();
+    hold.close();
+    await k.close().catch(() => {});
+  }
+});
+
+// The one test against the real registry, where this machine reaches it: the allowlist is the host
+// of `npm config get registry`, read now, and the same install without it is refused.
+sandboxTest('npm install of one small package works through an allowlist naming the registry, and not without it', async (t) => {
+  const registry = spawnSync('npm', ['config', 'get', 'registry'], { encoding: 'utf8' }).stdout.trim();
+  const host = new URL(registry).host;
+  const probe = spawnSync('npm', ['view', 'is-number', 'version', '--fetch-retries=0', '--fetch-timeout=10000'], { encoding: 'utf8', timeout: 30000 });
+  if (probe.status !== 0) {
+    t.skip(`not run: this machine cannot reach ${registry} (npm view: ${(probe.stderr || '').trim().split('\n').at(-1)})`);
+    return;
+  }
+  const npmWs = tempDir('kiln-egress-npm-');
+  fs.writeFileSync(path.join(npmWs, 'package.json'), JSON.stringify({ name: 'egress-npm', version: '1.0.0', private: true }));
+  structured(await call('workspace_open', { path: npmWs }));
+  try {
+    const install = 'npm install --no-audit --no-fund --fetch-retries=0 --fetch-timeout=20000 is-number 2>&1; echo EXIT=$?';
+    const ok = await exec({ command: install, network: { allow: [host] }, timeout_s: 180 });
+    assert.match(ok.stdout, /EXIT=0/, ok.stdout);
+    assert.ok(fs.existsSync(path.join(npmWs, 'node_modules', 'is-number', 'package.json')), 'is-number is installed');
+    const log = (await traceOf(ok)).network_log;
+    assert.ok(log.some((e) => e.host === new URL(registry).hostname && e.decision === 'allowed' && e.bytes_down > 0), JSON.stringify(log));
+    fs.rmSync(path.join(npmWs, 'node_modules'), { recursive: true, force: true });
+    fs.rmSync(path.join(npmWs, 'package-lock.json'), { force: true });
+    const refused = await exec({ command: install, network: { allow: ['example.invalid'] }, timeout_s: 180 });
+    assert.doesNotMatch(refused.stdout, /EXIT=0/);
+    assert.match(refused.stdout, /403/);
+    assert.ok(!fs.existsSync(path.join(npmWs, 'node_modules', 'is-number')));
+    const none = await exec({ command: install, timeout_s: 180 });
+    assert.doesNotMatch(none.stdout, /EXIT=0/);
+  } finally {
+    structured(await call('workspace_open', { path: ws }));
+  }
 });

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -269,6 +270,59 @@ print('OPENED', n)"`,
     assert.equal(relay.stdout.split('\n').filter((l) => l.startsWith('/')).length, 0, relay.stdout);
     assert.equal(hits.length, before, `host listeners were reached: ${hits.slice(before)}`);
   } finally {
+    await e.close();
+  }
+});
+
+// The relayed-CONNECT and smuggling bypasses reported against other proxies: a second request
+// pipelined behind an allowed one, a CONNECT sent inside an approved tunnel, and a head too large
+// to parse. Each stays on the connection's first approved destination or is refused.
+test('allowlist: one proxy connection cannot be steered elsewhere (pipelining, CONNECT in a tunnel, huge heads)', async () => {
+  const seen = [];
+  const up = http.createServer((req, res) => { seen.push(req.url); res.end('up\n'); });
+  up.on('connect', (req, sock) => { seen.push(`CONNECT ${req.url}`); sock.end('HTTP/1.1 405 No\r\n\r\n'); });
+  const upPort = (await listen(up, 0, '127.0.0.2')).port;
+  const hosts = path.join(tempDir('kiln-sec-hosts-'), 'hosts');
+  fs.writeFileSync(hosts, '127.0.0.2 up.test\n127.0.0.1 hostlo.test\n');
+  const e = await startKiln({ env: { KILN_EGRESS_HOSTS: hosts } });
+  try {
+    const script = String.raw`
+import os, socket, sys
+host, port = os.environ['HTTP_PROXY'][len('http://'):].rsplit(':', 1)
+def talk(payload):
+    s = socket.create_connection((host, int(port)))
+    s.settimeout(5)
+    s.sendall(payload)
+    data = b''
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d: break
+            data += d
+    except OSError:
+        pass
+    s.close()
+    return data.decode(errors='replace').replace('\r', '')
+UP, P4 = sys.argv[1], sys.argv[2]
+print('PIPELINED', talk(f'GET http://up.test:{UP}/first HTTP/1.1\r\nHost: up.test:{UP}\r\n\r\nGET http://hostlo.test:{P4}/steal HTTP/1.1\r\nHost: hostlo.test:{P4}\r\n\r\n'.encode()).split('\n')[0])
+print('NESTED', talk(f'CONNECT up.test:{UP} HTTP/1.1\r\nHost: up.test:{UP}\r\n\r\nCONNECT hostlo.test:{P4} HTTP/1.1\r\nHost: hostlo.test:{P4}\r\n\r\n'.encode()).split('\n')[0])
+print('HUGE', talk(f'GET http://up.test:{UP}/big HTTP/1.1\r\nHost: up.test:{UP}\r\nX-Pad: {"a" * 40000}\r\n\r\n'.encode()).split('\n')[0])
+print('DIRECT', talk(f'GET http://hostlo.test:{P4}/ HTTP/1.1\r\nHost: hostlo.test:{P4}\r\n\r\n'.encode()).split('\n')[0])
+`;
+    fs.writeFileSync(path.join(e.ws, 'steer.py'), script);
+    const before = hits.length;
+    const r = await exec(e, `python3 steer.py ${upPort} ${p4}`, { network: { allow: [`up.test:${upPort}`], allow_private: true } });
+    assert.match(r.stdout, /^PIPELINED HTTP\/1\.1 200/m, r.out);
+    assert.match(r.stdout, /^NESTED HTTP\/1\.1 200/m, r.out);
+    assert.match(r.stdout, /^HUGE HTTP\/1\.1 431/m, r.out);
+    assert.match(r.stdout, /^DIRECT HTTP\/1\.1 403/m, r.out);
+    assert.equal(hits.length, before, `the host listener was reached: ${hits.slice(before)}`);
+    assert.ok(seen.includes('/first'), JSON.stringify(seen));
+    assert.ok(!seen.includes('/big'), 'the oversized head was not forwarded');
+    // Whatever followed the first request went to up.test, the connection's approved destination.
+    assert.ok(seen.every((u) => u === '/first' || u.includes('hostlo.test')), JSON.stringify(seen));
+  } finally {
+    up.close();
     await e.close();
   }
 });

@@ -43,6 +43,21 @@ TEST_CASE("the ceiling narrows a request and never widens it") {
   CHECK_FALSE(s.allow_private());
 }
 
+TEST_CASE("deny address entries cover what a name resolves to, the ceiling's too") {
+  Scope s{policy(R"({"allow": ["*"], "deny": ["10.0.0.0/8", "192.168.1.5:22"], "allow_private": true})"),
+          policy(R"({"allow": ["*"], "deny": ["fd00::/8"], "allow_private": true})")};
+  CHECK(s.denied_address(*IpAddress::parse("10.1.2.3"), 443) == "deny 10.0.0.0/8");
+  CHECK_FALSE(s.denied_address(*IpAddress::parse("11.1.2.3"), 443));
+  CHECK(s.denied_address(*IpAddress::parse("192.168.1.5"), 22));
+  CHECK_FALSE(s.denied_address(*IpAddress::parse("192.168.1.5"), 443));  // the entry names a port
+  auto c = s.denied_address(*IpAddress::parse("fd00::1"), 443);
+  REQUIRE(c);
+  CHECK(c->starts_with("the server's ceiling"));
+  // Name entries never match an address.
+  Scope names{policy(R"({"allow": ["*"], "deny": ["*.example.com", "*"]})"), std::nullopt};
+  CHECK_FALSE(names.denied_address(*IpAddress::parse("10.1.2.3"), 443));
+}
+
 TEST_CASE("bad entries are refused with the field named") {
   for (const char* bad : {R"({"allow": ["exa mple.com"]})", R"({"allow": ["a.com:99999"]})", R"({"allow": [3]})",
                           R"({"alow": []})", R"({"allow": ["*.*.com"]})", R"({"allow_private": "yes"})"}) {
