@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 
 namespace kiln::helper {
 
@@ -29,16 +30,26 @@ int egress_listen(int& port) {
   return s;
 }
 
-std::vector<std::pair<std::string, std::string>> egress_env(int port) {
+std::vector<std::pair<std::string, std::string>> egress_env(int port, const std::map<std::string, std::string>& env) {
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   const std::string local = "localhost,127.0.0.1,::1";
-  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::pair<std::string, std::string>> out;
   for (const char* n : {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
                         "npm_config_proxy", "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
                         "PIP_PROXY", "KILN_EGRESS_PROXY"})
-    env.emplace_back(n, url);
-  for (const char* n : {"NO_PROXY", "no_proxy", "npm_config_noproxy"}) env.emplace_back(n, local);
-  return env;
+    out.emplace_back(n, url);
+  for (const char* n : {"NO_PROXY", "no_proxy", "npm_config_noproxy"}) out.emplace_back(n, local);
+  int count = 0;
+  if (auto it = env.find("GIT_CONFIG_COUNT"); it != env.end()) {
+    const auto& v = it->second;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), count);
+    if (ec != std::errc() || end != v.data() + v.size() || count < 0 || count > 1000) count = 0;
+  }
+  const std::string index = std::to_string(count);
+  out.emplace_back("GIT_CONFIG_KEY_" + index, "http.proxy");
+  out.emplace_back("GIT_CONFIG_VALUE_" + index, url);
+  out.emplace_back("GIT_CONFIG_COUNT", std::to_string(count + 1));
+  return out;
 }
 
 }  // namespace kiln::helper

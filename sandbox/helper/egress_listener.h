@@ -4,6 +4,7 @@
 // cannot replace it: the port is taken before they start, and pid 1 is not theirs to signal.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,9 @@ int egress_listen(int& port);
 
 // The proxy variables every exec with egress gets: upper and lower case, plus the ones npm, yarn
 // and pip read instead; NO_PROXY covers only the sandbox's own loopback.
-std::vector<std::pair<std::string, std::string>> egress_env(int port);
+// `env` is the exec's environment as requested: git reads http.proxy from its config before the
+// variables, so the proxy is also added as one more GIT_CONFIG_COUNT entry, after any the
+// request already has (a repository's own .git/config cannot point git elsewhere).
+std::vector<std::pair<std::string, std::string>> egress_env(int port, const std::map<std::string, std::string>& env);
 
 }  // namespace kiln::helper

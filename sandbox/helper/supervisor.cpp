@@ -291,7 +291,10 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
         return error(req.id, "egress", le, std::string("cannot listen on the sandbox's 127.0.0.1: ") + std::strerror(le));
       }
       if (!with_egress.contains("env") || !with_egress["env"].is_object()) with_egress["env"] = nlohmann::json::object();
-      for (auto& [name, value] : egress_env(port)) with_egress["env"][name] = value;
+      std::map<std::string, std::string> asked;
+      for (auto& [name, value] : with_egress["env"].items())
+        if (value.is_string()) asked[name] = value.get<std::string>();
+      for (auto& [name, value] : egress_env(port, asked)) with_egress["env"][name] = value;
     }
     msg.data = dump_json(with_egress);
     request = &with_egress;

@@ -110,6 +110,18 @@ sandboxTest('a TLS server name other than the CONNECT host is refused', async ()
   assert.match(log[0].reason, /TLS server name other\.test differs from the CONNECT host up\.test/);
 });
 
+sandboxTest('git reads the proxy from its config too, after the entries the request set', async () => {
+  const r = await exec({
+    command: 'git config --get http.proxy; git config --get user.name; echo "$GIT_CONFIG_COUNT"',
+    network: { allow: [`up.test:${HP}`], allow_private: true },
+    env: { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'user.name', GIT_CONFIG_VALUE_0: 'Agent' },
+  });
+  const [proxy, user, count] = r.stdout.trim().split('\n');
+  assert.match(proxy, /^http:\/\/127\.0\.0\.1:\d+$/, r.stdout + r.stderr);
+  assert.equal(user, 'Agent');
+  assert.equal(count, '2');
+});
+
 sandboxTest('nothing leaves directly: --noproxy, raw TCP and UDP fail', async () => {
   const before = hits;
   const r = await exec({
