@@ -157,6 +157,19 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
                 {"cpu_user_ms", r->user_ms}, {"cpu_sys_ms", r->sys_ms}, {"isolation", r->isolation}};
     std::fprintf(stderr, "%s\n", m.redact(rep.dump(2)).c_str());
   }
+  // A refused destination is the one thing a person must act on (add it to the allowlist), so
+  // say so here rather than only in the trace.
+  if (r->network_log.is_array()) {
+    std::size_t refused = 0;
+    for (const auto& e : r->network_log) {
+      if (e.value("decision", "") == "allowed") continue;
+      if (++refused <= 5)
+        std::fprintf(stderr, "kiln run: network: refused %s:%s: %s\n", e.value("host", "").c_str(),
+                     e.contains("port") ? e["port"].dump().c_str() : "?", e.value("reason", "").c_str());
+    }
+    if (refused > 5) std::fprintf(stderr, "kiln run: network: %zu more refused\n", refused - 5);
+    if (refused) std::fprintf(stderr, "kiln run: network: the log is in kiln traces show %s\n", trace_id->c_str());
+  }
   switch (r->stop_reason) {
     case sbx::StopReason::exit:
     case sbx::StopReason::signal: break;

@@ -217,6 +217,35 @@ std::string trace_text(const TraceRecord& r, const std::vector<TraceRecord>& ste
     line("env", names(r.policy.value("env_names", json())));
     line("secrets", names(r.policy.value("secret_names", json())));
   }
+  if (r.network_log.is_array()) {
+    int allowed = 0, denied = 0;
+    double up = 0, down = 0;
+    for (const auto& e : r.network_log) {
+      (field(e, "decision") == "allowed" ? allowed : denied)++;
+      up += e.value("bytes_up", 0.0);
+      down += e.value("bytes_down", 0.0);
+    }
+    line("network", fmt::format("{} allowed, {} refused; {} up, {} down", allowed, denied, human_bytes(up),
+                                human_bytes(down)));
+    // The refusals first: they are what a person reads this for ("what do I add?").
+    std::size_t shown = 0;
+    for (bool want_denied : {true, false}) {
+      for (const auto& e : r.network_log) {
+        if ((field(e, "decision") != "allowed") != want_denied) continue;
+        if (++shown > 20) break;
+        std::string target = field(e, "host") + ":" + field(e, "port");
+        std::string detail = want_denied ? field(e, "reason")
+                                         : fmt::format("{} up, {} down{}{}", human_bytes(e.value("bytes_up", json())),
+                                                       human_bytes(e.value("bytes_down", json())),
+                                                       field(e, "error").empty() ? "" : ", error: " + field(e, "error"),
+                                                       e.value("open", false) ? ", still open" : "");
+        out += fmt::format("    {:<5} {:<40} {}\n", want_denied ? "DENY" : "ALLOW", one_line(target, 40),
+                           one_line(detail, 200));
+      }
+    }
+    if (r.network_log.size() > 20)
+      out += fmt::format("    ... {} more (kiln traces show {} --json)\n", r.network_log.size() - 20, r.id);
+  }
   if (r.tests.is_object()) {
     line("tests", fmt::format("{} passed, {} failed, {} skipped", field(r.tests, "passed"), field(r.tests, "failed"),
                               field(r.tests, "skipped")));

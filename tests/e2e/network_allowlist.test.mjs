@@ -3,14 +3,14 @@
 // Kiln's proxy only; denied, unlisted, IP-literal and private destinations get a 403 naming the
 // rule, direct connections fail, and every decision is in the run's trace as network_log.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { connectClient, sleep, structured, tempDir } from '../lib/kiln.mjs';
+import { connectClient, kilnBin, kilnEnv, sleep, structured, tempDir } from '../lib/kiln.mjs';
 import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const ws = tempDir('kiln-egress-ws-');
@@ -371,4 +371,40 @@ sandboxTest('npm install of one small package works through an allowlist naming 
   } finally {
     structured(await call('workspace_open', { path: ws }));
   }
+});
+
+// The people's side: kiln run --network says on stderr what was refused, and kiln traces show
+// lists the log, refusals first.
+// Not spawnSync: the upstream answering the command lives in this process's event loop.
+function kiln(args, opts) {
+  return new Promise((resolve) => {
+    const c = spawn(kilnBin(), args, opts);
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d) => { stdout += d; });
+    c.stderr.on('data', (d) => { stderr += d; });
+    c.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+sandboxTest('kiln run --network and kiln traces show report the decisions', async () => {
+  const home = tempDir('kiln-egress-cli-');
+  const env = kilnEnv(home, { KILN_EGRESS_HOSTS: hostsFile });
+  const run = await kiln(['run', '--state-dir', home, '--network', JSON.stringify({ allow: [`up.test:${HP}`], allow_private: true }), '--',
+    'sh', '-c', `curl -s http://up.test:${HP}/cli; curl -s -o /dev/null http://unlisted.test/`], { cwd: ws, env });
+  assert.equal(run.status, 0, run.stderr);
+  assert.match(run.stdout, /hello from up\.test:\d+ \/cli/);
+  assert.match(run.stderr, /kiln run: network: refused unlisted\.test:80: no allow entry matches/);
+  const id = run.stderr.match(/kiln traces show (tr_\w+)/)?.[1];
+  assert.ok(id, run.stderr);
+  const show = spawnSync(kilnBin(), ['traces', 'show', id, '--state-dir', home], { cwd: ws, env, encoding: 'utf8' });
+  assert.equal(show.status, 0, show.stderr);
+  assert.match(show.stdout, /network +1 allowed, 1 refused/);
+  const lines = show.stdout.split('\n');
+  const deny = lines.findIndex((l) => /^ +DENY +unlisted\.test:80 +no allow entry matches/.test(l));
+  const allow = lines.findIndex((l) => new RegExp(`^ +ALLOW +up\\.test:${HP} +\\d+ B up`).test(l));
+  assert.ok(deny > 0 && allow > deny, show.stdout);
+  const bad = spawnSync(kilnBin(), ['run', '--state-dir', home, '--network', '{"allow": ["a b"]}', '--', 'true'], { cwd: ws, env, encoding: 'utf8' });
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /network\.allow\[0\]/);
 });
