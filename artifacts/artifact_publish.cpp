@@ -26,141 +26,16 @@ namespace kiln::artifacts {
 
 namespace {
 
-constexpr std::size_t kInMemoryMax = 1 << 20;  // smaller files are hashed before anything is written
-constexpr std::size_t kChunk = 256 * 1024;
-
-struct Blob {
-  std::string sha256;
-  std::uint64_t size = 0;
-  bool is_new = false;
-};
-
 Error too_large_bytes(const std::string& shown, std::uint64_t max) {
   return Error{Errc::too_large, fmt::format("'{}' holds more than {} MiB; a version holds at most that much: publish "
                                             "a smaller folder (the built site, not the project)",
                                             shown, max >> 20)};
 }
 
-class BlobWriter {
- public:
-  explicit BlobWriter(std::string dir) : dir_(std::move(dir)) {}
-
-  std::string final_path(const std::string& sha) const {
-    return fmt::format("{}/blobs/sha256/{}/{}", dir_, sha.substr(0, 2), sha);
-  }
-
-  // Copies the open file into the store; `budget` is what the version may still hold.
-  Result<Blob> store(int fd, std::uint64_t budget, const std::string& shown, const std::string& max_shown,
-                     std::uint64_t max) {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) return fail(Errc::io, fmt::format("cannot inspect '{}': {}", shown, std::strerror(errno)));
-    if (std::uint64_t(st.st_size) > budget) return std::unexpected(too_large_bytes(max_shown, max));
-    crypto_hash_sha256_state h;
-    crypto_hash_sha256_init(&h);
-    if (std::size_t(st.st_size) <= kInMemoryMax) {
-      std::string data;
-      data.resize(kInMemoryMax + 1);
-      ssize_t full = read_full(fd, data.data(), data.size());
-      if (full < 0) return fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno)));
-      std::size_t got = std::size_t(full);
-      if (got <= kInMemoryMax) {  // else it grew while read: take the streaming path from the start
-        data.resize(got);
-        if (got > budget) return std::unexpected(too_large_bytes(max_shown, max));
-        std::string sha = detail::sha256_hex(data);
-        struct stat have {};
-        if (::stat(final_path(sha).c_str(), &have) == 0 && std::uint64_t(have.st_size) == got)
-          return Blob{sha, got, false};
-        return install(sha, got, [&](int out) { return write_all(out, data.data(), data.size()); }, shown);
-      }
-      if (::lseek(fd, 0, SEEK_SET) != 0) return fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno)));
-    }
-    // Large files stream through a temp file: hashed while copied, named once the hash is known.
-    auto tmp = temp_file(shown);
-    if (!tmp) return std::unexpected(tmp.error());
-    auto& [path, out] = *tmp;
-    std::string buf(kChunk, '\0');
-    std::uint64_t total = 0;
-    for (;;) {
-      ssize_t n = read_some(fd, buf.data(), buf.size());
-      if (n < 0) return cleanup(path, out, fail(Errc::io, fmt::format("cannot read '{}': {}", shown, std::strerror(errno))));
-      if (n == 0) break;
-      total += std::uint64_t(n);
-      if (total > budget) return cleanup(path, out, std::unexpected(too_large_bytes(max_shown, max)));
-      crypto_hash_sha256_update(&h, reinterpret_cast<const unsigned char*>(buf.data()), std::size_t(n));
-      if (!write_all(out, buf.data(), std::size_t(n)))
-        return cleanup(path, out, fail(Errc::io, detail::write_failure(dir_, errno)));
-    }
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&h, digest);
-    std::string sha = detail::to_hex(digest, sizeof digest);
-    if (::close(out) != 0) {
-      int err = errno;
-      ::unlink(path.c_str());
-      return fail(Errc::io, detail::write_failure(dir_, err));
-    }
-    auto placed = place(path, sha, total);
-    if (!placed) return std::unexpected(placed.error());
-    return Blob{sha, total, *placed};
-  }
-
- private:
-  Result<std::pair<std::string, int>> temp_file(const std::string& shown) {
-    std::string path = dir_ + "/blobs/tmp/blob." + kiln::owner_tag() + ".XXXXXX";
-    int fd = ::mkostemp(path.data(), O_CLOEXEC);
-    if (fd < 0) return fail(Errc::io, fmt::format("cannot copy '{}' into {}: {}", shown, dir_, std::strerror(errno)));
-    return std::pair{path, fd};
-  }
-
-  Result<Blob> cleanup(const std::string& path, int fd, Result<Blob> r) {
-    ::close(fd);
-    ::unlink(path.c_str());
-    return r;
-  }
-
-  template <class Write>
-  Result<Blob> install(const std::string& sha, std::uint64_t size, Write write, const std::string& shown) {
-    auto tmp = temp_file(shown);
-    if (!tmp) return std::unexpected(tmp.error());
-    auto& [path, out] = *tmp;
-    if (!write(out)) return cleanup(path, out, fail(Errc::io, detail::write_failure(dir_, errno)));
-    if (::close(out) != 0) {
-      int err = errno;
-      ::unlink(path.c_str());
-      return fail(Errc::io, detail::write_failure(dir_, err));
-    }
-    auto placed = place(path, sha, size);
-    if (!placed) return std::unexpected(placed.error());
-    return Blob{sha, size, *placed};
-  }
-
-  // Renames the temp file to its content address. An existing blob of the right size is the
-  // same content (dedup); a short one (a crash before it was synced) is replaced.
-  Result<bool> place(const std::string& tmp, const std::string& sha, std::uint64_t size) {
-    std::string sub = fmt::format("{}/blobs/sha256/{}", dir_, sha.substr(0, 2));
-    if (::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST) {
-      ::unlink(tmp.c_str());
-      return fail(Errc::io, fmt::format("cannot create {}: {}", sub, std::strerror(errno)));
-    }
-    std::string dest = final_path(sha);
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE) == 0) return true;
-    int err = errno;
-    struct stat have {};
-    if ((err == EEXIST || err == EINVAL) && ::stat(dest.c_str(), &have) == 0 && std::uint64_t(have.st_size) == size) {
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    if (::rename(tmp.c_str(), dest.c_str()) == 0) return true;
-    err = errno;
-    ::unlink(tmp.c_str());
-    return fail(Errc::io, fmt::format("cannot store a blob in {}: {}", sub, std::strerror(err)));
-  }
-
-  std::string dir_;
-};
-
 }  // namespace
 
-Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, const std::string& rel, bool single_file) {
+Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, const std::string& rel, bool single_file,
+                                                   std::vector<std::string>& added) {
   std::uint64_t max_files, max_bytes;
   {
     std::lock_guard lock(mu_);
@@ -220,17 +95,9 @@ Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, co
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
 
-  BlobWriter writer(dir_);
-  // A copy that fails half-way (a full disk) gives back the blobs it added: nothing references them.
-  std::vector<std::string> added;
-  struct DropOnError {
-    ArtifactStore* store;
-    std::vector<std::string>* added;
-    bool armed = true;
-    ~DropOnError() {
-      if (armed) store->drop_unreferenced(*added);
-    }
-  } drop_on_error{this, &added};
+  const blobs::WriteFailure write_failure = [this](int err) { return detail::write_failure(dir_, err); };
+  // A copy that fails half-way (a full disk) gives back the blobs it added (publish drops them once
+  // it let go of the shared lock): nothing references them.
   for (const auto& [in_root, in_version] : found) {
     // O_NOFOLLOW: a file swapped for a symlink since the walk is skipped like any other link.
     auto fd = root.open(in_root, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -247,7 +114,8 @@ Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, co
       ++st.skipped_other;
       continue;
     }
-    auto blob = writer.store(fd->get(), max_bytes - st.bytes, in_root, shown, max_bytes);
+    auto blob = blobs_.put(fd->get(), max_bytes - st.bytes, in_root, write_failure);
+    if (!blob && blob.error().code == Errc::too_large) return std::unexpected(too_large_bytes(shown, max_bytes));
     if (!blob) return std::unexpected(blob.error());
     st.bytes += blob->size;
     if (blob->is_new) {
@@ -257,16 +125,9 @@ Result<ArtifactStore::Staged> ArtifactStore::stage(const PublishRequest& req, co
     st.files.push_back(StagedFile{in_version, blob->sha256, blob->size});
   }
   if (st.files.empty()) return fail(Errc::invalid_argument, fmt::format("'{}' holds no regular files to publish", shown));
-  drop_on_error.armed = false;
-  if (st.new_blobs > 0) {
-    // One flush for the whole version instead of an fsync per file: the version row that makes
-    // the blobs reachable is committed only after their bytes are on disk.
-    int dfd = ::open((dir_ + "/blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::syncfs(dfd);
-      ::close(dfd);
-    }
-  }
+  // One flush for the whole version instead of an fsync per file: the version row that makes
+  // the blobs reachable is committed only after their bytes are on disk.
+  if (st.new_blobs > 0) blobs_.sync();
   return st;
 }
 
@@ -312,8 +173,17 @@ Result<PublishResult> ArtifactStore::publish(const PublishRequest& req) {
     change.password_hash = std::move(*hash);
   }
   for (int attempt = 0;; ++attempt) {
-    auto staged = stage(req, *rel, !*folder);
-    if (!staged) return std::unexpected(staged.error());
+    // Held from the first blob relied on until the version row is committed: no checkpoint prune
+    // or unpublish (they lock exclusively) can collect a blob in between.
+    auto hold = blobs_.lock_shared();
+    if (!hold) return std::unexpected(hold.error());
+    std::vector<std::string> added;
+    auto staged = stage(req, *rel, !*folder, added);
+    if (!staged) {
+      *hold = blobs::BlobLock();
+      drop_unreferenced(added);
+      return std::unexpected(staged.error());
+    }
     std::lock_guard lock(mu_);
     db::Transaction tx(db_);
     if (auto r = tx.begin(); !r) return std::unexpected(r.error());

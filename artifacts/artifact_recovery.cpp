@@ -52,14 +52,7 @@ std::string write_failure(const std::string& dir, int err) {
 
 void ArtifactStore::reclaim_leftovers() {
   // Temp copies: a dead writer's at once; untagged ones (older servers) once an hour old.
-  const std::string tmp = dir_ + "/blobs/tmp";
-  const std::time_t now = std::time(nullptr);
-  for (const auto& n : names_in(tmp)) {
-    const std::string p = tmp + "/" + n;
-    struct stat st {};
-    auto alive = kiln::tagged_owner_alive(n);
-    if (alive ? !*alive : ::lstat(p.c_str(), &st) == 0 && now - st.st_mtime > 3600) ::unlink(p.c_str());
-  }
+  blobs_.reclaim_temp();
   // Trash: an unpublish moves unreferenced blobs there under the write lock and deletes them
   // after its commit. Killed before the commit, its version still stands: the blob goes back.
   const std::string trash = dir_ + "/blobs/trash";
@@ -89,8 +82,10 @@ void ArtifactStore::reclaim_leftovers() {
 
 void ArtifactStore::drop_unreferenced(const std::vector<std::string>& sha256s) {
   if (sha256s.empty()) return;
-  // Under the write lock, like unpublish: a publish that deduplicated against one of these checks
-  // under the same lock that its blobs still exist, and copies again if not.
+  // Under both locks, like unpublish: nobody relying on one of these blobs is between its copy and
+  // its commit, and a publish that deduplicated against one checks at commit that it still exists.
+  auto hold = blobs_.lock_exclusive();
+  if (!hold) return;
   std::lock_guard lock(mu_);
   db::Transaction tx(db_);
   if (!tx.begin()) return;
@@ -100,7 +95,7 @@ void ArtifactStore::drop_unreferenced(const std::vector<std::string>& sha256s) {
     ref.bind(1, sha);
     auto used = ref.next("select files");
     if (!used) break;
-    if (!*used && detail::valid_sha256_hex(sha)) ::unlink(blob_path(sha).c_str());
+    if (!*used && detail::valid_sha256_hex(sha) && !held_elsewhere(sha)) blobs_.remove(sha);
   }
   (void)tx.commit();
 }

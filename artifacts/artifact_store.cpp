@@ -316,8 +316,29 @@ Result<nlohmann::json> ArtifactStore::manifest(const std::string& name, int vers
 }
 
 Result<std::vector<int>> ArtifactStore::unpublish(const std::string& name, std::optional<int> version) {
+  // The blob lock first, always (publish holds it shared before it takes mu_).
+  auto hold = blobs_.lock_exclusive();
+  if (!hold) return std::unexpected(hold.error());
   std::lock_guard lock(mu_);
   return unpublish_locked(name, version);
+}
+
+void ArtifactStore::set_blob_referrer(BlobReferrer referrer) {
+  std::lock_guard lock(mu_);
+  referrer_ = std::move(referrer);
+}
+
+bool ArtifactStore::held_elsewhere(const std::string& sha) {
+  if (!referrer_) return false;
+  auto r = referrer_(sha);
+  return !r || *r;  // unsure: keep it
+}
+
+Result<bool> ArtifactStore::references(const std::string& sha) {
+  std::lock_guard lock(mu_);
+  db::Statement ref(db_, "SELECT 1 FROM files WHERE sha256 = ?1 LIMIT 1");
+  ref.bind(1, sha);
+  return ref.next("select files");
 }
 
 Result<std::vector<int>> ArtifactStore::unpublish_locked(const std::string& name, std::optional<int> version) {
@@ -375,7 +396,7 @@ Result<std::vector<int>> ArtifactStore::unpublish_locked(const std::string& name
       restore();
       return std::unexpected(used.error());
     }
-    if (!detail::valid_sha256_hex(sha)) continue;
+    if (!detail::valid_sha256_hex(sha) || held_elsewhere(sha)) continue;
     std::string from = blob_path(sha), to = fmt::format("{}/blobs/trash/{}.{:08x}", dir_, sha, randombytes_random());
     if (::rename(from.c_str(), to.c_str()) == 0) trashed.emplace_back(from, to);
   }

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "blobs/blob_store.h"
 #include "core/error.h"
 #include "db/database.h"
 
@@ -186,18 +187,27 @@ class ArtifactStore {
   // A version's files as {path: {sha256, size}}.
   Result<nlohmann::json> manifest(const std::string& name, int version);
 
+  // Whether another owner of the shared blob store (the checkpoints) still references a blob; an
+  // unpublish deletes only what neither holds. An error keeps the blob. Unset: nobody else.
+  using BlobReferrer = std::function<Result<bool>(const std::string& sha256)>;
+  void set_blob_referrer(BlobReferrer referrer);
+  // True when a version of any artifact holds the blob (the checkpoints ask before deleting).
+  Result<bool> references(const std::string& sha256);
+  const blobs::BlobStore& blob_store() const { return blobs_; }
+
   // Tests: the unix-seconds clock behind expiries, cookies and rate limiting, and smaller limits.
   void set_clock(std::function<std::int64_t()> now_s);
   void set_limits(std::uint64_t max_files, std::uint64_t max_bytes);
 
  private:
-  explicit ArtifactStore(std::string dir) : dir_(std::move(dir)) {}
+  explicit ArtifactStore(std::string dir) : dir_(dir), blobs_(std::move(dir)) {}
   struct Row;     // an artifacts row, as the .cpp files read it
   struct Staged;  // a copied folder: its manifest and counts, before the version row exists
   struct ShareChange;
   Result<void> load_cookie_key();
   std::int64_t now() const;
-  Result<Staged> stage(const PublishRequest& req, const std::string& rel, bool single_file);
+  Result<Staged> stage(const PublishRequest& req, const std::string& rel, bool single_file,
+                       std::vector<std::string>& added);
   Result<std::optional<Row>> row_locked(const std::string& name);
   Result<ArtifactInfo> info_locked(const Row& row);
   Result<void> apply_share_locked(Row& row, const ShareChange& change, std::vector<InviteInfo>& new_invites);
@@ -211,7 +221,11 @@ class ArtifactStore {
   void reclaim_leftovers();
   void drop_unreferenced(const std::vector<std::string>& sha256s);
 
+  bool held_elsewhere(const std::string& sha256);
+
   std::string dir_;
+  blobs::BlobStore blobs_;
+  BlobReferrer referrer_;
   db::Database db_;
   std::mutex mu_;
   std::map<std::string, std::pair<int, std::int64_t>> failures_;  // (artifact, client) -> count, window start
