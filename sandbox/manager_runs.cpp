@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -234,11 +235,16 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       if (sb->egress) {
         // pid 1 opens this exec's proxy port and sets the proxy variables; what comes in on it is
         // logged here. Logs of ended execs stay while their leftover processes may still connect,
-        // the oldest going past a bound.
+        // the oldest ended one going past a bound: a running exec's log (an app's web process,
+        // under hundreds of schedule runs) is never the one dropped.
         m["egress"] = true;
         run->netlog = std::make_shared<egress::NetworkLog>();
         sb->egress_logs[run->exec_id] = run->netlog;
-        while (sb->egress_logs.size() > 256) sb->egress_logs.erase(sb->egress_logs.begin());
+        while (sb->egress_logs.size() > 256) {
+          auto victim = std::find_if(sb->egress_logs.begin(), sb->egress_logs.end(),
+                                     [&](const auto& e) { return !sb->execs.contains(e.first); });
+          sb->egress_logs.erase(victim != sb->egress_logs.end() ? victim : sb->egress_logs.begin());
+        }
       }
       if (auto h = env.find("HOME"); h != env.end() && h->second.size() > 1 && h->second[0] == '/' &&
                                      h->second.size() < 4096 && h->second.find('\0') == std::string::npos)

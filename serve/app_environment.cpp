@@ -2,6 +2,7 @@
 // folder, its data folder, its services and the strict sandbox around them, and the web process
 // with its readiness check from outside (a connection through the sandbox's pid 1).
 #include "serve/app_impl.h"
+#include "serve/app_network.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -214,9 +215,13 @@ Result<void> Supervisor::Impl::bring_up(App& app, bool web, std::stop_token stop
     auto files = materialize(*opt.store, dir, name, version);
     if (!files) return failed(files.error(), false);
 
+    // Through make_policy like any sandbox, so an allowlist gets the same checks, and the server's
+    // --network-allow ceiling narrows it when the sandbox is made.
+    auto network = app_network_arg(config);
+    if (!network) return failed(network.error(), false);
     sbx::PolicyInput in;
     in.config_sandbox = json{{"limits", config.limits}, {"env", config.env}};
-    in.args = json{{"network", "none"}};
+    in.args = json{{"network", *network}};
     in.workspace_root = *files;
     in.workspace_id = workspace_id;
     auto policy = sbx::make_policy(in);
@@ -311,7 +316,8 @@ Result<void> Supervisor::Impl::bring_up(App& app, bool web, std::stop_token stop
   };
   if (opt.tracer) {
     auto info = trace_info("app", workspace_id, name,
-                           json{{"app", name}, {"version", version}, {"sandbox_id", sandbox_id}, {"port", port}});
+                           json{{"app", name}, {"version", version}, {"sandbox_id", sandbox_id}, {"port", port},
+                                {"network", network_report(config)}});
     auto id = opt.tracer->attach(req, info);
     if (!id) return failed(id.error(), false);
     std::lock_guard lock(app.mu);

@@ -123,6 +123,9 @@ struct Supervisor::Impl : std::enable_shared_from_this<Supervisor::Impl> {
     return info;
   }
 
+  // What the app may reach (app_network.h), under this server's --network-allow ceiling.
+  nlohmann::json network_report(const AppConfig& config) const;
+
   // ---- app_schedules.cpp ----
   void tick_schedules(const std::shared_ptr<App>& app, std::int64_t now);
   Result<nlohmann::json> run_schedule(const std::shared_ptr<App>& app, const std::string& name, bool catch_up);

@@ -47,6 +47,7 @@ Result<json> Supervisor::Impl::run_schedule(const std::shared_ptr<App>& app, con
   ScheduleConfig config;
   std::string workspace_id;
   int version;
+  json network;
   {
     std::lock_guard lock(app->mu);
     auto it = app->schedules.find(name);
@@ -64,6 +65,7 @@ Result<json> Supervisor::Impl::run_schedule(const std::shared_ptr<App>& app, con
       it->second.running = true;
     }
     config = it->second.config;
+    network = network_report(app->config);
     workspace_id = app->workspace_id;
     version = app->version;
   }
@@ -104,7 +106,7 @@ Result<json> Supervisor::Impl::run_schedule(const std::shared_ptr<App>& app, con
   if (opt.tracer) {
     auto info = trace_info("schedule", workspace_id, name,
                            json{{"app", app->name}, {"schedule", name}, {"cron", config.cron}, {"version", version},
-                                {"sandbox_id", sandbox_id}});
+                                {"sandbox_id", sandbox_id}, {"network", network}});
     if (auto id = opt.tracer->attach(req, info)) trace_id = *id;
   }
   const auto at = iso_time(now_s());

@@ -3,6 +3,7 @@
 // app_operations.cpp).
 #include "serve/app_supervisor.h"
 #include "serve/app_impl.h"
+#include "serve/app_network.h"
 
 #include <signal.h>
 
@@ -174,6 +175,10 @@ void Supervisor::Impl::spawn(std::function<void(std::stop_token)> work) {
   threads.emplace_back([work = std::move(work)](std::stop_token st) { work(st); });
 }
 
+json Supervisor::Impl::network_report(const AppConfig& config) const {
+  return app_network_report(config, opt.sandboxes ? opt.sandboxes->options().network_ceiling : std::nullopt);
+}
+
 json Supervisor::Impl::status_json(const App& a) const {
   json schedules = json::array();
   const auto now = now_s();
@@ -198,7 +203,8 @@ json Supervisor::Impl::status_json(const App& a) const {
             {"idle_s", a.config.idle_s},
             {"schedules", std::move(schedules)},
             {"trace_id", a.web_trace_id.empty() ? json(nullptr) : json(a.web_trace_id)},
-            {"data_dir", app_dir(a.name) + "/data"}};
+            {"data_dir", app_dir(a.name) + "/data"},
+            {"network", network_report(a.config)}};
   if (!a.last_error.empty()) j["last_error"] = a.last_error;
   if (a.state == AppState::crashed && a.retry_at) j["next_start_at"] = iso_time(a.retry_at);
   return j;

@@ -14,6 +14,7 @@
 #include "core/fd_io.h"
 #include "protocol/json_duplicates.h"
 #include "protocol/json_schema.h"
+#include "sandbox/egress/egress_policy.h"
 #include "sandbox/secrets.h"
 #include "schemas/embedded.h"
 #include "workspace/root.h"
@@ -26,6 +27,14 @@ using nlohmann::json;
 
 constexpr std::size_t kMaxConfigBytes = 1 << 20;
 constexpr std::string_view kSchemaPath = "kiln.schema.json";
+
+// Why an app never gets the host's network: it runs unattended, for whoever its share mode admits,
+// and the host's network is also the host's own loopback (kiln serve's control API, local databases).
+constexpr std::string_view kAppHostNetwork =
+    "network \"host\" is refused for an app: it runs unattended for whoever its share mode admits, and the "
+    "host's network includes the host's own loopback (kiln serve's control API, local databases) and every "
+    "address the host can reach. List what it needs instead, e.g. {\"allow\": [\"api.example.com\"]} (\"*\" for "
+    "any public name); \"none\" (the default) keeps it to its own loopback";
 
 struct LoadedSchema {
   json schema;
@@ -143,6 +152,7 @@ std::string reword(const protocol::SchemaViolation& v, const json& doc) {
     if (doc.contains(ptr)) value = &doc.at(ptr);
   } catch (const json::exception&) {
   }
+  if (v.path == "/app/network" && value && *value == "host") return std::string(kAppHostNetwork);
   constexpr std::string_view kOneOf = "must be one of: ";
   if (v.message.starts_with(kOneOf) && value) {
     std::vector<std::string> allowed;
@@ -296,6 +306,24 @@ Result<ServiceConfig> to_service(const std::string& name, const json& j, const s
   return s;
 }
 
+// An app's network is checked when kiln.json is read, not when the app first starts in kiln serve,
+// so a bad entry fails the publish (naming the entry) instead of a sandbox hours later.
+Result<void> check_app_network(const json& n, const std::string& where) {
+  if (n.is_string()) {
+    if (n == "host") return std::unexpected(config_error(where, kAppHostNetwork));
+    return {};
+  }
+  for (const char* key : {"allow", "deny"}) {
+    if (!n.contains(key)) continue;
+    const json& list = n.at(key);
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (auto r = egress::parse_rule(list[i].get<std::string>(), fmt::format("kiln.json: {}/{}/{}", where, key, i)); !r)
+        return std::unexpected(r.error());
+  }
+  if (auto p = egress::parse_policy(n, "kiln.json: " + where); !p) return std::unexpected(p.error());
+  return {};
+}
+
 Result<AppConfig> to_app(const json& j, const std::string& where) {
   AppConfig a;
   if (auto ok = to_command(j.at("run"), where + "/run", a.argv, a.display); !ok) return std::unexpected(ok.error());
@@ -311,6 +339,10 @@ Result<AppConfig> to_app(const json& j, const std::string& where) {
   if (j.contains("limits")) a.limits = j.at("limits");
   a.max_connections = j.value("max_connections", 256);
   a.request_timeout_s = j.value("request_timeout_s", 60.0);
+  if (j.contains("network")) {
+    if (auto ok = check_app_network(j.at("network"), where + "/network"); !ok) return std::unexpected(ok.error());
+    a.network = j.at("network");
+  }
   std::map<std::string, std::size_t> seen;
   if (j.contains("schedules")) {
     const json& list = j.at("schedules");
@@ -452,7 +484,8 @@ json to_json(const AppConfig& a) {
               {"limits", a.limits},
               {"max_connections", a.max_connections},
               {"request_timeout_s", a.request_timeout_s},
-              {"schedules", std::move(schedules)}};
+              {"schedules", std::move(schedules)},
+              {"network", a.network}};
 }
 
 Result<AppConfig> app_config_from_json(const json& j) {
@@ -468,6 +501,9 @@ Result<AppConfig> app_config_from_json(const json& j) {
     a.limits = j.value("limits", json::object());
     a.max_connections = j.value("max_connections", 256);
     a.request_timeout_s = j.value("request_timeout_s", 60.0);
+    a.network = j.value("network", json("none"));  // versions stored before app.network had none
+    if (!a.network.is_string() && !a.network.is_object())
+      return fail(Errc::invalid_argument, "stored app config has a network that is neither a word nor an allowlist");
     for (const auto& s : j.value("schedules", json::array()))
       a.schedules.push_back({s.at("name").get<std::string>(), s.at("cron").get<std::string>(),
                              s.at("argv").get<std::vector<std::string>>(), s.value("display", ""),

@@ -94,6 +94,10 @@ struct AppConfig {
   int max_connections = 256;
   double request_timeout_s = 60;
   std::vector<ScheduleConfig> schedules;
+  // "none" (also written "loopback": the app's own loopback is up either way) or an allowlist
+  // object as sandbox.network takes; "host" is refused (docs/apps.md). Kept as JSON: make_policy
+  // owns its meaning, and the web process and every schedule share it.
+  nlohmann::json network = "none";
 };
 nlohmann::json to_json(const AppConfig& a);
 // The inverse, for a config stored with a published version (already validated when it was made).

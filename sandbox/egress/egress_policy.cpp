@@ -35,6 +35,8 @@ std::optional<int> parse_port(std::string_view s) {
   return v;
 }
 
+}  // namespace
+
 Result<Rule> parse_rule(std::string_view raw, const std::string& where) {
   auto bad = [&](const std::string& why) {
     return fail(Errc::invalid_argument, fmt::format("{}: \"{}\" {}", where, std::string(raw.substr(0, 300)), why));
@@ -102,6 +104,8 @@ Result<Rule> parse_rule(std::string_view raw, const std::string& where) {
   r.text = s;
   return r;
 }
+
+namespace {
 
 Result<std::vector<Rule>> parse_rules(const json& j, const std::string& where) {
   std::vector<Rule> out;

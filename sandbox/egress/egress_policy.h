@@ -38,6 +38,10 @@ struct Policy {
   nlohmann::json to_json() const;
 };
 
+// One allow or deny entry; errors read "<where>: \"<entry>\" <why>", so kiln.json can name the
+// entry by its JSON pointer ("kiln.json: /app/network/allow/0").
+Result<Rule> parse_rule(std::string_view raw, const std::string& where);
+
 // Parses the `network` object; `where` prefixes every message ("arguments: network",
 // "kiln.json sandbox.network"). Unknown keys are refused, so a typo cannot widen nothing quietly.
 Result<Policy> parse_policy(const nlohmann::json& j, const std::string& where);

@@ -316,3 +316,34 @@ TEST_CASE("app mistakes name the path: an undeclared service, a schedule name tw
   CHECK(no_run.starts_with("kiln.json: /app"));
   CHECK(no_run.find("run") != std::string::npos);
 }
+
+TEST_CASE("app.network: none by default, an allowlist kept with the version, host refused, bad entries named") {
+  auto plain = parse_kiln_config(R"({"app": {"run": "x"}})");
+  REQUIRE(plain);
+  CHECK(plain->app->network == "none");
+  auto old = kiln::server::app_config_from_json(json{{"argv", {"x"}}});  // stored before app.network
+  REQUIRE(old);
+  CHECK(old->network == "none");
+
+  auto r = parse_kiln_config(R"({"app": {"run": "x", "network":
+      {"allow": ["api.example.com", "*.cdn.example.net:8443"], "deny": ["bad.example.com"], "allow_private": true}}})");
+  REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().message));
+  CHECK(r->app->network["allow"] == json::array({"api.example.com", "*.cdn.example.net:8443"}));
+  auto back = kiln::server::app_config_from_json(kiln::server::to_json(*r->app));
+  REQUIRE(back);
+  CHECK(back->network == r->app->network);
+  auto loop = parse_kiln_config(R"({"app": {"run": "x", "network": "loopback"}})");
+  REQUIRE(loop);
+  CHECK(kiln::server::app_config_from_json(kiln::server::to_json(*loop->app))->network == "loopback");
+
+  const std::string host = error_of(R"({"app": {"run": "x", "network": "host"}})");
+  CHECK(host.starts_with(R"(kiln.json: /app/network: network "host" is refused for an app)"));
+  CHECK(error_of(R"({"app": {"run": "x", "network": {"allow": ["exa mple.com"]}}})")
+            .starts_with(R"(kiln.json: /app/network/allow/0: "exa mple.com" is not a host name)"));
+  CHECK(error_of(R"({"app": {"run": "x", "network": {"allow": ["ok.example"], "deny": ["a.example", "10.0.0.0/99"]}}})") ==
+        R"(kiln.json: /app/network/deny/1: "10.0.0.0/99" has a prefix length above 32)");
+  CHECK(error_of(R"({"app": {"run": "x", "network": {"alow": []}}})").starts_with("kiln.json: /app/network"));
+  CHECK(error_of(R"({"app": {"run": "x", "network": {"allow": [3]}}})").starts_with("kiln.json: /app/network/allow/0"));
+  // sandbox.network still takes host (for sessions, where a person chose it).
+  CHECK(parse_kiln_config(R"({"sandbox": {"network": "host"}})").has_value());
+}
