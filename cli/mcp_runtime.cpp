@@ -30,14 +30,15 @@ using server::ToolRegistry;
 using server::TraceHub;
 
 void fill_registry(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, RunTracer* tracer,
-                   services::ServiceHost* services, artifacts::ArtifactStore* artifacts) {
+                   services::ServiceHost* services, artifacts::ArtifactStore* artifacts,
+                   const std::string& network_allow_file) {
   server::register_workspace_tools(registry, &sandboxes, tracer ? &tracer->store() : nullptr, artifacts);
   server::register_file_tools(registry);
   server::register_search_tools(registry);
   server::register_sandbox_tools(registry, sandboxes, tracer, services);
   if (tracer) server::register_trace_tools(registry, *tracer, sandboxes, services);
   if (tracer && artifacts) {
-    server::register_publish_tools(registry, *tracer, *artifacts);
+    server::register_publish_tools(registry, *tracer, *artifacts, network_allow_file);
     server::register_app_tools(registry, *tracer, *artifacts);
   }
   registry.check_complete();
@@ -91,8 +92,8 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   rt = owned.release();
   // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
   // meanwhile (tools/list and tools/call wait for it).
-  rt->registry.populate_in_background([](ToolRegistry& r) {
-    fill_registry(r, *rt->sandboxes, rt->tracer.get(), rt->service_host.get(), rt->artifacts.get());
+  rt->registry.populate_in_background([file = options.ceilings.network_allow_file](ToolRegistry& r) {
+    fill_registry(r, *rt->sandboxes, rt->tracer.get(), rt->service_host.get(), rt->artifacts.get(), file);
   });
   rt->context = std::make_unique<ServerContext>(ServerContext{*rt->store, rt->registry, {}});
   ServerContext& server = *rt->context;

@@ -340,7 +340,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
   }
   sb->policy = std::move(policy);
   if (sb->policy.network == Network::allowlist)
-    sb->egress = std::make_shared<egress::SandboxEgress>(egress::Scope{*sb->policy.egress, opt.network_ceiling});
+    sb->egress = std::make_shared<egress::SandboxEgress>(egress::Scope{*sb->policy.egress, opt.network_ceiling, sb->policy.egress_publisher_ceiling});
   json limits = limits_report(sb->policy, cg, sb->cg.has_value());
   const auto& p = sb->policy;
   if (sb->unsandboxed) {

@@ -66,6 +66,9 @@ struct SandboxPolicy {
   // network allowlist: what the request (or kiln.json) allows; the server's ceiling narrows it when
   // the sandbox is made.
   std::optional<egress::Policy> egress;
+  // An app's: the --network-allow ceiling of the session that published it (it narrows the app as
+  // it narrowed that session, whichever kiln serve runs it).
+  std::optional<egress::Policy> egress_publisher_ceiling;
 };
 
 enum class StopReason {

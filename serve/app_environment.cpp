@@ -227,6 +227,7 @@ Result<void> Supervisor::Impl::bring_up(App& app, bool web, std::stop_token stop
     auto policy = sbx::make_policy(in);
     if (!policy) return failed(policy.error(), false);
     policy->owner = opt.principal;
+    policy->egress_publisher_ceiling = app_publisher_ceiling(config);
     policy->workspace_readonly = true;
     policy->env["PORT"] = std::to_string(port);
     policy->env["KILN_BASE_PATH"] = "/a/" + name + "/";

@@ -18,12 +18,18 @@ Result<json> app_network_arg(const AppConfig& config) {
                           n.dump().substr(0, 100)));
 }
 
+std::optional<egress::Policy> app_publisher_ceiling(const AppConfig& config) {
+  if (config.network_ceiling.is_null()) return std::nullopt;
+  auto p = egress::parse_policy(config.network_ceiling, "network_ceiling");
+  return p ? std::move(*p) : egress::Policy{};
+}
+
 json app_network_report(const AppConfig& config, const std::optional<egress::Policy>& ceiling) {
   if (!config.network.is_object())
     return json{{"mode", "none"}, {"reach", "the app's own loopback only (its port and its services); nothing leaves"}};
   auto p = egress::parse_policy(config.network, "app.network");
   if (!p) return json{{"mode", "allowlist"}, {"error", p.error().message}};
-  json j = egress::Scope{*p, ceiling}.to_json();
+  json j = egress::Scope{*p, ceiling, app_publisher_ceiling(config)}.to_json();
   j["mode"] = "allowlist";
   j["reach"] = "only these destinations, through Kiln's egress proxy (HTTP_PROXY, HTTPS_PROXY in the web process and "
                "every schedule)";

@@ -16,6 +16,10 @@ namespace kiln::server::apps {
 // it at publish, but the stored version is read back from disk and the sandbox is the last check.
 Result<nlohmann::json> app_network_arg(const AppConfig& config);
 
+// The ceiling of the session that published the app, as its sandbox gets it. One that does not
+// parse (a damaged store) allows nothing: fail closed.
+std::optional<egress::Policy> app_publisher_ceiling(const AppConfig& config);
+
 // What the app may reach: {"mode": "none"} or {"mode": "allowlist", allow, deny, allow_private,
 // ceiling} with the server's --network-allow ceiling that narrows it.
 nlohmann::json app_network_report(const AppConfig& config, const std::optional<egress::Policy>& ceiling);

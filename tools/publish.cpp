@@ -7,6 +7,7 @@
 
 #include "mcp/principal.h"
 #include "runs/run_tracing.h"
+#include "sandbox/egress/egress_policy.h"
 #include "workspace/kiln_config.h"
 #include "serve/daemon.h"
 #include "mcp/session_state.h"
@@ -220,7 +221,8 @@ std::optional<art::Share> share_arg(const json& args) {
   return art::parse_share(args["share"].get<std::string>());
 }
 
-Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args) {
+Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactStore& store, const json& args,
+                           const std::string& network_allow_file) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
   art::PublishRequest req;
@@ -236,6 +238,11 @@ Result<ToolOutput> publish(CallContext& ctx, RunTracer& tracer, art::ArtifactSto
   if (auto d = apply_publish_defaults(store, req); !d) return std::unexpected(d.error());
   if (args.value("app", false)) {
     if (auto a = apply_app_config(req); !a) return std::unexpected(a.error());
+    if (!network_allow_file.empty()) {
+      // Unreadable now (it was checked at start-up): the app may reach nothing, as a sandbox would.
+      auto ceiling = egress::load_policy_file(network_allow_file);
+      (*req.app)["app"]["network_ceiling"] = ceiling ? ceiling->to_json() : egress::Policy{}.to_json();
+    }
   }
   auto p = publish_traced(tracer.store(), store, std::move(req), client_json(ctx), ctx.session->principal());
   if (!p) return std::unexpected(p.error());
@@ -324,8 +331,11 @@ Result<ToolOutput> unpublish(CallContext& ctx, RunTracer& tracer, art::ArtifactS
 
 }  // namespace
 
-void register_publish_tools(ToolRegistry& registry, RunTracer& tracer, art::ArtifactStore& store) {
-  registry.add("publish", [&tracer, &store](CallContext& ctx, const json& args) { return publish(ctx, tracer, store, args); });
+void register_publish_tools(ToolRegistry& registry, RunTracer& tracer, art::ArtifactStore& store,
+                            std::string network_allow_file) {
+  registry.add("publish", [&tracer, &store, file = std::move(network_allow_file)](CallContext& ctx, const json& args) {
+    return publish(ctx, tracer, store, args, file);
+  });
   registry.add("publish_list", [&store](CallContext& ctx, const json& args) { return publish_list(ctx, store, args); });
   registry.add("publish_share",
                [&tracer, &store](CallContext& ctx, const json& args) { return publish_share(ctx, tracer, store, args); });

@@ -20,7 +20,10 @@ class ToolRegistry;
 struct CallContext;
 
 // publish, publish_list, publish_share, unpublish (tools/publish.cpp).
-void register_publish_tools(ToolRegistry& registry, RunTracer& tracer, artifacts::ArtifactStore& store);
+// `network_allow_file`: the session's --network-allow ceiling ("" none); an app it publishes keeps
+// that ceiling with its version, so the app cannot reach further than the session could.
+void register_publish_tools(ToolRegistry& registry, RunTracer& tracer, artifacts::ArtifactStore& store,
+                            std::string network_allow_file = {});
 
 // base + "/a/NAME/" or "/a/NAME/v/N/"; with an empty base, the path alone.
 std::string artifact_url(const std::string& base, const std::string& name, std::optional<int> version = std::nullopt);

@@ -474,7 +474,7 @@ json to_json(const AppConfig& a) {
   for (const auto& s : a.schedules)
     schedules.push_back({{"name", s.name}, {"cron", s.cron}, {"argv", s.argv}, {"display", s.display},
                          {"timeout_s", s.timeout_s}});
-  return json{{"argv", a.argv},
+  json j = json{{"argv", a.argv},
               {"display", a.display},
               {"services", a.services},
               {"idle_s", a.idle_s},
@@ -486,6 +486,8 @@ json to_json(const AppConfig& a) {
               {"request_timeout_s", a.request_timeout_s},
               {"schedules", std::move(schedules)},
               {"network", a.network}};
+  if (!a.network_ceiling.is_null()) j["network_ceiling"] = a.network_ceiling;
+  return j;
 }
 
 Result<AppConfig> app_config_from_json(const json& j) {
@@ -502,6 +504,9 @@ Result<AppConfig> app_config_from_json(const json& j) {
     a.max_connections = j.value("max_connections", 256);
     a.request_timeout_s = j.value("request_timeout_s", 60.0);
     a.network = j.value("network", json("none"));  // versions stored before app.network had none
+    a.network_ceiling = j.value("network_ceiling", json());
+    if (!a.network_ceiling.is_null() && !a.network_ceiling.is_object())
+      return fail(Errc::invalid_argument, "stored app config has a network_ceiling that is not an allowlist object");
     if (!a.network.is_string() && !a.network.is_object())
       return fail(Errc::invalid_argument, "stored app config has a network that is neither a word nor an allowlist");
     for (const auto& s : j.value("schedules", json::array()))

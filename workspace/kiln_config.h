@@ -98,6 +98,9 @@ struct AppConfig {
   // object as sandbox.network takes; "host" is refused (docs/apps.md). Kept as JSON: make_policy
   // owns its meaning, and the web process and every schedule share it.
   nlohmann::json network = "none";
+  // Set by publish, never read from kiln.json: the --network-allow ceiling of the session that
+  // published the app (an allowlist object), so the app cannot reach further than that session.
+  nlohmann::json network_ceiling;  // null: none
 };
 nlohmann::json to_json(const AppConfig& a);
 // The inverse, for a config stored with a published version (already validated when it was made).

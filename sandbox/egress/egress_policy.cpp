@@ -211,11 +211,18 @@ Result<Policy> load_policy_file(const std::string& path) {
   return parse_policy(j, path);
 }
 
+namespace {
+constexpr const char* kCeiling = "the server's ceiling (--network-allow): ";
+constexpr const char* kPublisherCeiling = "the ceiling of the session that published the app (--network-allow): ";
+}  // namespace
+
 Verdict Scope::decide(std::string_view host, int port) const {
   Verdict v = egress::decide(request, host, port);
-  if (!v.allowed || !ceiling) return v;
-  Verdict c = egress::decide(*ceiling, host, port);
-  if (!c.allowed) return {false, "the server's ceiling (--network-allow): " + c.reason};
+  if (!v.allowed) return v;
+  if (ceiling)
+    if (Verdict c = egress::decide(*ceiling, host, port); !c.allowed) return {false, kCeiling + c.reason};
+  if (publisher_ceiling)
+    if (Verdict c = egress::decide(*publisher_ceiling, host, port); !c.allowed) return {false, kPublisherCeiling + c.reason};
   return v;
 }
 
@@ -226,7 +233,7 @@ bool Scope::explicit_port(std::string_view host, int port) const {
       return r.matches_host(host, literal) && r.port && (*r.port == 0 || *r.port == port);
     });
   };
-  return named(request) && (!ceiling || named(*ceiling));
+  return named(request) && (!ceiling || named(*ceiling)) && (!publisher_ceiling || named(*publisher_ceiling));
 }
 
 std::optional<std::string> Scope::denied_address(const IpAddress& a, int port) const {
@@ -237,13 +244,16 @@ std::optional<std::string> Scope::denied_address(const IpAddress& a, int port) c
   };
   if (auto r = in(request)) return r;
   if (ceiling)
-    if (auto r = in(*ceiling)) return "the server's ceiling (--network-allow): " + *r;
+    if (auto r = in(*ceiling)) return kCeiling + *r;
+  if (publisher_ceiling)
+    if (auto r = in(*publisher_ceiling)) return kPublisherCeiling + *r;
   return std::nullopt;
 }
 
 json Scope::to_json() const {
   json j = request.to_json();
   if (ceiling) j["ceiling"] = ceiling->to_json();
+  if (publisher_ceiling) j["publisher_ceiling"] = publisher_ceiling->to_json();
   j["allow_private"] = allow_private();
   return j;
 }

@@ -61,13 +61,18 @@ Result<Policy> load_policy_file(const std::string& path);
 // The name check alone (no resolution): deny wins over allow; IP literals need an address entry.
 Verdict decide(const Policy& p, std::string_view host, int port);
 
-// A request's policy under the server's ceiling: allowed only when both allow it.
+// A request's policy under the server's ceiling, and for an app also under the ceiling of the
+// server that published it (kept with the version): allowed only when every one allows it.
 struct Scope {
   Policy request;
   std::optional<Policy> ceiling;
+  std::optional<Policy> publisher_ceiling;
 
   Verdict decide(std::string_view host, int port) const;
-  bool allow_private() const { return request.allow_private && (!ceiling || ceiling->allow_private); }
+  bool allow_private() const {
+    return request.allow_private && (!ceiling || ceiling->allow_private) &&
+           (!publisher_ceiling || publisher_ceiling->allow_private);
+  }
   // For a CONNECT whose first bytes are not TLS: only when the entry that allowed it names the
   // port explicitly (a raw tunnel to an API's own port), never through a default 80/443.
   bool explicit_port(std::string_view host, int port) const;

@@ -184,6 +184,33 @@ sandboxTest('kiln serve --network-allow narrows an app that asks for more', asyn
   assert.equal(hits.other.length, before.other, 'nothing passed the ceiling');
 });
 
+// The gap a red team would go for: a session under --network-allow publishes an app that asks for
+// more, and the kiln serve that runs it has no ceiling of its own. The session's ceiling is kept
+// with the version, so the app stays inside it.
+sandboxTest("an app published by a session under --network-allow keeps that session's ceiling", async (t) => {
+  const ceiling = path.join(dir, 'session-ceiling.json');
+  fs.writeFileSync(ceiling, JSON.stringify({ allow: [`up.test:${UP}`], allow_private: true }));
+  const k = await startAppKiln({
+    ws: workspace({ allow: [`up.test:${UP}`, `other.test:${OTHER}`], allow_private: true }),
+    args: ['--network-allow', ceiling], env: { KILN_EGRESS_HOSTS: hostsFile },
+  });
+  t.after(() => k.stop());
+  const pub = await publishApp(k, { name: 'inherits' });
+  assert.equal(pub.app?.state, 'running', JSON.stringify(pub.app));
+  const status = await k.ok('app_status', { artifact: 'inherits' });
+  assert.deepEqual(status.network?.publisher_ceiling?.allow, [`up.test:${UP}`], JSON.stringify(status.network));
+  const before = { up: hits.up.length, other: hits.other.length };
+  assert.equal((await fetchVia(pub, `http://up.test:${UP}/inherit`)).status, 200);
+  const refused = await fetchVia(pub, `http://other.test:${OTHER}/inherit`);
+  assert.equal(refused.status, 403, JSON.stringify(refused));
+  assert.match(refused.body, /the ceiling of the session that published the app/);
+  const run = await k.ok('schedule_run', { artifact: 'inherits', name: 'fetch' });
+  assert.match(run.stdout_tail, /up 200/);
+  assert.match(run.stdout_tail, /the ceiling of the session that published the app/);
+  assert.equal(hits.up.length - before.up, 2);
+  assert.equal(hits.other.length, before.other, 'nothing passed the session ceiling');
+});
+
 test('publish refuses app.network host and a bad entry, naming the field', async (t) => {
   for (const [network, want] of [['host', /\/app\/network: network "host" is refused for an app/],
     [{ allow: ['exa mple.com'] }, /\/app\/network\/allow\/0: "exa mple\.com" is not a host name/]]) {
