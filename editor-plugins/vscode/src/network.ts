@@ -80,12 +80,14 @@ export function networkView(log: unknown, totals?: unknown, cap = NETWORK_LINES)
     else allowed++;
     up += e.bytes_up ?? 0;
     down += e.bytes_down ?? 0;
-    const target = e.host ? `${e.host.includes(':') ? `[${e.host}]` : e.host}:${e.port ?? '?'}` : e.kind === 'bad_request' ? 'bad request' : '?';
+    const name = e.host?.includes(':') ? `[${e.host}]` : e.host;
+    const target = name ? `${name}:${e.port ?? '?'}` : e.kind === 'bad_request' ? 'bad request' : '?';
     const key = `${denied ? 'D' : 'A'} ${target} ${denied ? (e.reason ?? '') : ''}`;
     let g = groups.get(key);
     if (!g) {
-      g = { denied, target, detail: '', count: 0, up: 0, down: 0, errors: new Set(), open: false, allowEntry: denied ? allowEntryFor(e) : undefined };
-      if (denied) g.detail = e.reason || 'refused';
+      const allowEntry = denied ? allowEntryFor(e) : undefined;
+      const detail = denied ? e.reason || 'refused' : '';
+      g = { denied, target, detail, count: 0, up: 0, down: 0, errors: new Set(), open: false, allowEntry };
       groups.set(key, g);
     }
     g.count++;
@@ -136,13 +138,13 @@ export function networkText(v: NetworkView, traceId?: string): string[] {
   return out;
 }
 
-/** The refusals in one short sentence for a notification (the first three, then how many more). */
+/** The refusals in one short phrase for a notification (the first three, then how many more). */
 export function refusalsSentence(v: NetworkView): string {
   const denied = v.lines.filter((l) => l.denied);
   if (!denied.length) return '';
   const shown = denied.slice(0, 3).map((l) => `${l.target} (${l.allowEntry ? `add "${l.allowEntry}"` : l.detail})`);
   const rest = v.refused - denied.slice(0, 3).reduce((s, l) => s + l.count, 0);
-  return `refused ${shown.join(', ')}${rest > 0 ? ` and ${rest} more` : ''}`;
+  return `${shown.join(', ')}${rest > 0 ? ` and ${rest} more` : ''}`;
 }
 
 const escapeMd = (s: string): string => s.replace(/[\\`*_[\]|<>]/g, '\\$&');

@@ -202,7 +202,7 @@ test('Run Command with a network allowlist: the result names what was refused an
   // The notification: a warning (something was refused) that says what to add.
   const m = rec.messages.at(-1);
   assert.equal(m.kind, 'warning');
-  assert.match(m.text, /exited 0 \([\d.]+ s\) · network: 1 allowed, 3 refused: refused unlisted\.test:80 \(add "unlisted\.test"\), other\.test:8080 \(add "other\.test:8080"\)$/);
+  assert.match(m.text, /exited 0 \([\d.]+ s\) · network: 1 allowed, 3 refused: unlisted\.test:80 \(add "unlisted\.test"\), other\.test:8080 \(add "other\.test:8080"\)$/);
   assert.deepEqual(m.items, ['Show Output', 'Open Trace']);
 
   // The Traces view: the run's hover (resolved on hover, from trace_get) has the same log.
@@ -228,7 +228,7 @@ test('Run Command with a network allowlist: a long log is capped at 20 lines and
   const refused = out.split('\n').filter((l) => /^ {2}refused {2}h\d+\.test:80 {2}no allow entry matches/.test(l));
   assert.equal(refused.length, 20, out);
   assert.match(out, new RegExp(`\\n {2}\\.\\.\\. 5 more \\(the whole log is in trace ${r.trace_id}\\)\\n\\[exited 0`));
-  assert.match(rec.messages.at(-1).text, /25 refused: refused h1\.test:80 \(add "h1\.test"\), h2\.test:80 \(add "h2\.test"\), h3\.test:80 \(add "h3\.test"\) and 22 more$/);
+  assert.match(rec.messages.at(-1).text, /25 refused: h1\.test:80 \(add "h1\.test"\), h2\.test:80 \(add "h2\.test"\), h3\.test:80 \(add "h3\.test"\) and 22 more$/);
 });
 
 test('Traces view: runs newest first, a verify with its checks as children, read-only documents', { skip }, async (t) => {
