@@ -8,6 +8,8 @@ import * as vscode from 'vscode';
 
 import { KilnCancelledError, KilnToolError } from './client';
 import type { KilnClient, ToolProgress } from './client';
+import { networkText, refusalsSentence, traceNetworkView } from './network';
+import type { NetworkView } from './network';
 import type { TraceDocumentProvider, TracesProvider } from './traces';
 import { traceUri, VIEW_ID } from './traces';
 import { applyDiagnostics, planDiagnostics } from './verify';
@@ -176,6 +178,17 @@ interface ExecResult {
   stdout?: string;
   stderr?: string;
   trace_id?: string;
+  isolation?: { egress?: unknown };
+}
+
+/** The network log of a run's trace, or undefined (no allowlist, or the trace could not be read). */
+async function networkOf(ctx: CommandContext, traceId: string): Promise<NetworkView | undefined> {
+  try {
+    return traceNetworkView(await ctx.client.callTool('trace_get', { trace_id: traceId }));
+  } catch (e) {
+    ctx.log.warn(`trace_get ${traceId}: ${(e as Error).message}`);
+    return undefined;
+  }
 }
 
 const LAST_COMMAND = 'kiln.lastCommand';
@@ -223,10 +236,17 @@ export async function runCommand(ctx: CommandContext, commandArg?: string): Prom
     const secs = (r.duration_ms / 1000).toFixed(1);
     const how =
       r.stop_reason === 'exit' ? `exited ${r.exit_code}` : `stopped: ${r.stop_reason}${r.signal ? ` (signal ${r.signal})` : ''}`;
+    // With a network allowlist (kiln.json sandbox.network), what it reached and what was refused:
+    // the trace has the log (the exec result only says that an allowlist applied).
+    const net = r.isolation?.egress && r.trace_id ? await networkOf(ctx, r.trace_id) : undefined;
+    if (net) for (const l of networkText(net, r.trace_id)) out.appendLine(l);
     out.appendLine(`[${how} in ${secs} s${r.trace_id ? `, trace ${r.trace_id}` : ''}]`);
     ctx.traces.refresh();
-    const show = r.stop_reason === 'exit' && r.exit_code === 0 ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
-    void show(`Kiln: \`${command}\` ${how} (${secs} s)`, 'Show Output', 'Open Trace').then((choice) => {
+    const refused = net ? refusalsSentence(net) : '';
+    const netNote = net ? ` · network: ${net.allowed} allowed, ${net.refused} refused${refused ? `: ${refused}` : ''}` : '';
+    const show =
+      r.stop_reason === 'exit' && r.exit_code === 0 && !net?.refused ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+    void show(`Kiln: \`${command}\` ${how} (${secs} s)${netNote}`, 'Show Output', 'Open Trace').then((choice) => {
       if (choice === 'Show Output') out.show();
       if (choice === 'Open Trace' && r.trace_id) void openTrace(r.trace_id);
     });

@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 
 import { KilnToolError } from './client';
 import type { KilnClient } from './client';
+import { networkMarkdown, traceNetworkView } from './network';
 
 export const TRACE_SCHEME = 'kiln-trace';
 export const VIEW_ID = 'kiln.traces';
@@ -87,6 +88,22 @@ export function traceLabel(t: TraceSummary): string {
   return what.length > 80 ? `${what.slice(0, 77)}...` : what;
 }
 
+type TraceRecord = { trace?: { network_log?: unknown; result?: { network?: unknown } } };
+
+/** The kinds whose trace may hold a network log (a sandboxed process ran). */
+function hasNetworkLog(t: TraceSummary): boolean {
+  return t.kind === 'exec' || t.kind === 'service' || t.kind === 'app' || t.kind === 'schedule';
+}
+
+function traceTooltip(t: TraceSummary): vscode.MarkdownString {
+  const md = new vscode.MarkdownString();
+  md.appendMarkdown(`**${t.kind}** \`${t.trace_id}\` — ${t.status}\n\n`);
+  if (t.command) md.appendCodeblock(t.command, 'sh');
+  md.appendMarkdown(`\nstarted ${t.started_at}${t.duration_ms != null ? `, ${t.duration_ms} ms` : ''}`);
+  if (t.stop_reason && t.stop_reason !== 'exit') md.appendMarkdown(`, stopped: ${t.stop_reason}`);
+  return md;
+}
+
 export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
   private readonly emitter = new vscode.EventEmitter<TraceNode | undefined | void>();
   readonly onDidChangeTreeData = this.emitter.event;
@@ -124,17 +141,29 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
     item.description = bits.join(' · ');
     item.iconPath = statusIcon(t);
     item.contextValue = `kilnTrace.${t.kind}`;
-    const md = new vscode.MarkdownString();
-    md.appendMarkdown(`**${t.kind}** \`${t.trace_id}\` — ${t.status}\n\n`);
-    if (t.command) md.appendCodeblock(t.command, 'sh');
-    md.appendMarkdown(`\nstarted ${t.started_at}${t.duration_ms != null ? `, ${t.duration_ms} ms` : ''}`);
-    if (t.stop_reason && t.stop_reason !== 'exit') md.appendMarkdown(`, stopped: ${t.stop_reason}`);
-    item.tooltip = md;
+    // A command's hover also shows its network log, which only trace_get has: resolveTreeItem
+    // fills it in when the pointer rests on the row (VS Code resolves only an undefined tooltip).
+    if (!hasNetworkLog(t)) item.tooltip = traceTooltip(t);
     // A service's or app's record says little; its output is its log, which is what people open it for.
     item.command =
       t.kind === 'service' || t.kind === 'app'
         ? { command: 'kiln.openTraceOutput', title: 'Open Log', arguments: [t.trace_id] }
         : { command: 'kiln.openTrace', title: 'Open Trace', arguments: [t.trace_id] };
+    return item;
+  }
+
+  /** On hover: the tooltip with the run's network log (allowlist runs), refusals first. */
+  async resolveTreeItem(item: vscode.TreeItem, node: TraceNode, token: vscode.CancellationToken): Promise<vscode.TreeItem> {
+    if (node.type !== 'trace' || item.tooltip !== undefined) return item;
+    const md = traceTooltip(node.trace);
+    try {
+      const record = await this.client.callTool<TraceRecord>('trace_get', { trace_id: node.trace.trace_id }, { token });
+      const view = traceNetworkView(record);
+      if (view) md.appendMarkdown(`\n\n${networkMarkdown(view, node.trace.trace_id)}`);
+    } catch {
+      // The hover without the network part: Open Trace says what went wrong.
+    }
+    item.tooltip = md;
     return item;
   }
 

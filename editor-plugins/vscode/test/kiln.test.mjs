@@ -153,6 +153,84 @@ test('Run Command: cancelling the notification stops the sandboxed command (trac
   assert.equal(last.stop_reason, 'cancelled');
 });
 
+// A workspace whose kiln.json sets a network allowlist, a real local upstream that up.test maps to
+// (KILN_EGRESS_HOSTS, read by the kiln the extension starts), and runs that reach it and get refused.
+async function allowlistWorkspace(t) {
+  const upstream = http.createServer((req, res) => res.end(`upstream saw ${req.url}\n`));
+  await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
+  t.after(() => upstream.close());
+  const port = upstream.address().port;
+  const dir = path.join(tempDir('kiln-vsc-net-'), 'net');
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, 'kiln.json'), JSON.stringify({ sandbox: { network: { allow: [`up.test:${port}`], allow_private: true } } }));
+  const hosts = path.join(path.dirname(dir), 'hosts');
+  fs.writeFileSync(hosts, '127.0.0.1 up.test\n');
+  const before = process.env.KILN_EGRESS_HOSTS;
+  process.env.KILN_EGRESS_HOSTS = hosts;
+  t.after(() => {
+    if (before === undefined) delete process.env.KILN_EGRESS_HOSTS;
+    else process.env.KILN_EGRESS_HOSTS = before;
+  });
+  return { dir, port };
+}
+
+test('Run Command with a network allowlist: the result names what was refused and what to add; the Traces hover shows the log', { skip }, async (t) => {
+  const { dir, port } = await allowlistWorkspace(t);
+  const { rec, api, vscode } = await kiln(t, [dir]);
+  const command = `curl -s http://up.test:${port}/ok; curl -s -o /dev/null http://unlisted.test/; curl -s -o /dev/null http://unlisted.test/again; curl -s -o /dev/null http://other.test:8080/`;
+  rec.inputAnswers.push(command);
+  const r = await rec.commands.get('kiln.runCommand')();
+  assert.equal(r.exit_code, 0, r.stderr);
+  assert.match(r.stdout, /upstream saw \/ok/);
+  const trace = (await api.client.callTool('trace_get', { trace_id: r.trace_id })).trace;
+  assert.equal(trace.network_log.length, 4, JSON.stringify(trace.network_log));
+
+  // The output channel: totals, refusals first (a repeat is one line), then the allowed upstream, then the exit.
+  const out = rec.channels.get('Kiln: Run').text();
+  const block = /network: 1 allowed, 3 refused; \d+ B up, \d+ B down\n((?: {2}.*\n)+)\[exited 0 in [\d.]+ s, trace tr_[0-9a-f]+\]/.exec(out);
+  assert.ok(block, out);
+  const lines = block[1].trimEnd().split('\n').map((l) => l.trim());
+  assert.deepEqual(lines.map((l) => l.split('  ').slice(0, 2).join(' ')), [
+    'refused unlisted.test:80',
+    'refused other.test:8080',
+    `allowed up.test:${port}`,
+  ]);
+  assert.match(lines[0], /no allow entry matches \(add "unlisted\.test" to network\.allow\) \(×2\)$/);
+  assert.match(lines[1], /no allow entry matches \(add "other\.test:8080" to network\.allow\)$/);
+  assert.match(lines[2], /\d+ B up, \d+ B down$/);
+
+  // The notification: a warning (something was refused) that says what to add.
+  const m = rec.messages.at(-1);
+  assert.equal(m.kind, 'warning');
+  assert.match(m.text, /exited 0 \([\d.]+ s\) · network: 1 allowed, 3 refused: unlisted\.test:80 \(add "unlisted\.test"\), other\.test:8080 \(add "other\.test:8080"\)$/);
+  assert.deepEqual(m.items, ['Show Output', 'Open Trace']);
+
+  // The Traces view: the run's hover (resolved on hover, from trace_get) has the same log.
+  const provider = rec.treeViews.get('kiln.traces').treeDataProvider;
+  const node = (await provider.getChildren()).find((n) => n.trace?.trace_id === r.trace_id);
+  assert.ok(node, 'the run is listed');
+  const item = provider.getTreeItem(node);
+  assert.equal(item.tooltip, undefined, 'left for resolveTreeItem');
+  const resolved = await provider.resolveTreeItem(item, node, new vscode.CancellationTokenSource().token);
+  const md = resolved.tooltip.value;
+  assert.match(md, new RegExp(`^\\*\\*exec\\*\\* \`${r.trace_id}\` — pass`));
+  assert.match(md, /\*\*Network\*\* 1 allowed, 3 refused; \d+ B up, \d+ B down\n\n- \*\*refused\*\* `unlisted\.test:80` ×2: no allow entry matches — add `unlisted\.test` to network\.allow\n- \*\*refused\*\* `other\.test:8080`: no allow entry matches — add `other\.test:8080` to network\.allow\n- allowed `up\.test:\d+`: \d+ B up, \d+ B down\n$/);
+});
+
+test('Run Command with a network allowlist: a long log is capped at 20 lines and says how many more', { skip }, async (t) => {
+  const { dir } = await allowlistWorkspace(t);
+  const { rec } = await kiln(t, [dir]);
+  rec.inputAnswers.push('for i in $(seq 1 25); do curl -s -o /dev/null http://h$i.test/; done');
+  const r = await rec.commands.get('kiln.runCommand')();
+  assert.equal(r.exit_code, 0, r.stderr);
+  const out = rec.channels.get('Kiln: Run').text();
+  assert.match(out, /network: 0 allowed, 25 refused; 0 B up, 0 B down\n/);
+  const refused = out.split('\n').filter((l) => /^ {2}refused {2}h\d+\.test:80 {2}no allow entry matches/.test(l));
+  assert.equal(refused.length, 20, out);
+  assert.match(out, new RegExp(`\\n {2}\\.\\.\\. 5 more \\(the whole log is in trace ${r.trace_id}\\)\\n\\[exited 0`));
+  assert.match(rec.messages.at(-1).text, /25 refused: h1\.test:80 \(add "h1\.test"\), h2\.test:80 \(add "h2\.test"\), h3\.test:80 \(add "h3\.test"\) and 22 more$/);
+});
+
 test('Traces view: runs newest first, a verify with its checks as children, read-only documents', { skip }, async (t) => {
   const { rec } = await kiln(t);
   await rec.commands.get('kiln.verify')();

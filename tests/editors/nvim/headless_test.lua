@@ -15,6 +15,12 @@ local BIN = os.getenv('KILN_BIN')
 local ERROR, WARN = vim.log.levels.ERROR, vim.log.levels.WARN
 local state = kiln._state
 
+-- up.test is the local upstream of the network allowlist test: the kiln the plugin starts inherits
+-- this (KILN_EGRESS_HOSTS maps names for Kiln's egress proxy).
+local EGRESS_HOSTS = TMP .. '/egress-hosts'
+vim.fn.writefile({ '127.0.0.1 up.test' }, EGRESS_HOSTS)
+vim.env.KILN_EGRESS_HOSTS = EGRESS_HOSTS
+
 -- Echoed lines (progress, :Kiln status) are recorded rather than written to the test log.
 local echoed = {}
 vim.api.nvim_echo = function(chunks)
@@ -85,6 +91,10 @@ local function line_matching(lines, pat)
       return i
     end
   end
+end
+
+local function nn_id(res)
+  return res and res.trace_id ~= vim.NIL and res.trace_id or nil
 end
 
 local function last_run()
@@ -579,6 +589,95 @@ T.test(':Kiln traces KIND STATUS filters; :Kiln traces ID opens one; a bad filte
 end)
 
 -- :Kiln publish -----------------------------------------------------------------------------------
+-- A network allowlist (kiln.json sandbox.network) ---------------------------------------------
+--- A local HTTP upstream (node): its port and the job to stop.
+local function start_upstream()
+  local port
+  local job = vim.fn.jobstart({ 'node', '-e',
+    "require('http').createServer((q, s) => s.end('upstream saw ' + q.url + '\\n')).listen(0, '127.0.0.1', function () { console.log(this.address().port) })" }, {
+    on_stdout = function(_, data)
+      port = port or tonumber((data[1] or ''):match('%d+'))
+    end,
+  })
+  T.ok(job > 0, 'node started')
+  T.wait(10000, function()
+    return port
+  end, 'the upstream to listen')
+  return port, job
+end
+
+local function network_test()
+  local port, job = start_upstream()
+  local dir = TMP .. '/net-ws'
+  vim.fn.mkdir(dir, 'p')
+  vim.fn.writefile({ vim.json.encode({ sandbox = { network = { allow = { 'up.test:' .. port }, allow_private = true } } }) },
+    dir .. '/kiln.json')
+  local ok, err = pcall(function()
+    open_workspace(dir, 'net%-ws')
+    vim.cmd('Kiln run curl -s http://up.test:' .. port .. '/ok; curl -s -o /dev/null http://unlisted.test/; '
+      .. 'curl -s -o /dev/null http://unlisted.test/again; curl -s -o /dev/null http://other.test:8080/')
+    local run = last_run()
+    T.wait(30000, function()
+      return run_finished(run)
+    end, 'the run to finish')
+    local id = nn_id(run.result)
+    local got = call('trace_get', { trace_id = id })
+    T.eq(got.err, nil, 'trace_get')
+    T.eq(#got.value.trace.network_log, 4, 'four entries in the real network log')
+    -- The run buffer: the output, then the network log (refusals first, what to add), then the footer.
+    local lines = T.lines(run.buf)
+    local at = line_matching(lines, '^network: ')
+    T.ok(at, 'a network line:\n' .. table.concat(lines, '\n'))
+    T.match(lines[at - 1], '^upstream saw /ok$', 'after the output')
+    T.match(lines[at], '^network: 1 allowed, 3 refused; %d+ B up, %d+ B down$', 'totals')
+    T.eq(lines[at + 1], '  refused  unlisted.test:80  no allow entry matches (add "unlisted.test" to network.allow) (×2)', 'a repeated refusal is one line')
+    T.eq(lines[at + 2], '  refused  other.test:8080  no allow entry matches (add "other.test:8080" to network.allow)', 'with the port to add')
+    T.match(lines[at + 3], '^  allowed  up%.test:' .. port .. '  %d+ B up, %d+ B down$', 'the allowed upstream last')
+    T.match(lines[at + 4], '^%[exit 0 · [%d%.]+m?s · trace ' .. id .. '%]$', 'then the footer')
+    T.eq(#lines, at + 4, 'the footer is the last line')
+    vim.cmd('close')
+
+    -- The trace buffer says the same under "network", and the policy names the allowlist.
+    vim.cmd('Kiln traces ' .. id)
+    T.wait(10000, function()
+      return vim.api.nvim_buf_get_name(0) == 'kiln://trace/' .. id and T.text(0):find('\nnetwork ')
+    end, 'the trace')
+    lines = T.lines(0)
+    at = line_matching(lines, '^network ')
+    T.match(lines[at], '^network%s+1 allowed, 3 refused; %d+ B up, %d+ B down$', 'trace totals')
+    T.match(lines[at + 1], '^  refused  unlisted%.test:80  no allow entry matches %(add "unlisted%.test" to network%.allow%) %(×2%)$', 'trace refusal')
+    T.match(lines[at + 2], '^  refused  other%.test:8080  ', 'second refusal')
+    T.match(lines[at + 3], '^  allowed  up%.test:' .. port .. '  ', 'then allowed')
+    T.match(T.text(0), '\npolicy%s+network allow up%.test:' .. port .. '; private allowed · isolation ', 'the allowlist in the policy line')
+    vim.cmd('only')
+
+    -- A long log: 20 lines, then how many more.
+    vim.cmd('Kiln run for i in $(seq 1 25); do curl -s -o /dev/null http://h$i.test/; done')
+    run = last_run()
+    T.wait(30000, function()
+      return run_finished(run)
+    end, 'the long run to finish')
+    lines = T.lines(run.buf)
+    at = line_matching(lines, '^network: ')
+    T.match(lines[at], '^network: 0 allowed, 25 refused; 0 B up, 0 B down$', 'long totals')
+    for i = 1, 20 do
+      T.eq(lines[at + i], string.format('  refused  h%d.test:80  no allow entry matches (add "h%d.test" to network.allow)', i, i), 'line ' .. i)
+    end
+    T.eq(lines[at + 21], '  … 5 more (the whole log: trace_get ' .. nn_id(run.result) .. ')', 'the cap')
+    T.match(lines[at + 22], '^%[exit 0', 'then the footer')
+    vim.cmd('close')
+  end)
+  vim.fn.jobstop(job)
+  vim.cmd('only')
+  open_workspace()
+  T.eq(vim.fn.resolve(state.session.root), WS, 'back in the cwd')
+  if not ok then
+    error(err, 0)
+  end
+end
+
+T.test(':Kiln run and the trace buffer show a network allowlist run\'s log: refusals first, what to add, capped', network_test)
+
 T.test(':Kiln publish PATH publishes, copies the URL to registers, and kiln serve answers it', function()
   vim.fn.mkdir(WS .. '/site', 'p')
   vim.fn.writefile({ '<h1>published from neovim</h1>' }, WS .. '/site/index.html')

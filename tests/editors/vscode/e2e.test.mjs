@@ -75,6 +75,8 @@ function env() {
     XDG_CACHE_HOME: dirs.cache,
     KILN_HOME: dirs['kiln-home'],
     KILN_SERVE_LISTEN: '127.0.0.1:0',
+    // up.test, the network allowlist test's upstream, for Kiln's egress proxy.
+    KILN_EGRESS_HOSTS: path.join(tmp, 'egress-hosts'),
     PATH: `${path.dirname(node22)}:${process.env.PATH}`,
   };
   delete e.XDG_STATE_HOME;
@@ -189,6 +191,7 @@ function uiTest(name, opts, fn) {
 
 before(async () => {
   for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
+  fs.writeFileSync(path.join(tmp, 'egress-hosts'), '127.0.0.1 up.test\n');
   fs.cpSync(path.join(repo, 'examples', 'sample-project'), ws, { recursive: true });
   // A kiln.json outside the root, broken on purpose, for the schema check (kiln reads only the root's).
   fs.mkdirSync(path.join(ws, 'schema-check'));
@@ -391,6 +394,48 @@ uiTest('Run Command: output streams to "Kiln: Run" and the exit is reported', { 
   assert.match(out, /\$ echo hello from the sandbox; sleep 1; uname -n/);
   await shot('06-run-command');
   await clearNotifications();
+});
+
+uiTest('Run Command with a network allowlist: the notification names the refusal and what to add; the Traces hover lists the log', { timeout: 90000 }, async () => {
+  const upstream = http.createServer((req, res) => res.end(`upstream saw ${req.url}\n`));
+  await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
+  const port = upstream.address().port;
+  // kiln.json's sandbox.network, read by Kiln at each run; the sample's own kiln.json comes back after.
+  const config = path.join(ws, 'kiln.json');
+  const orig = fs.readFileSync(config, 'utf8');
+  fs.writeFileSync(config, JSON.stringify({ ...JSON.parse(orig), sandbox: { network: { allow: [`up.test:${port}`], allow_private: true } } }, null, 2));
+  try {
+    await palette('Kiln: Run Command in Sandbox...');
+    await answerInput(`curl -s http://up.test:${port}/net; curl -s -o /dev/null http://unlisted.test/`);
+    await waitForNotification(/exited 0 \([\d.]+ s\) · network: 1 allowed, 1 refused: unlisted\.test:80 \(add "unlisted\.test"\)/, 45000);
+    const out = await outputText('Kiln: Run', /upstream saw \/net[\s\S]*network: 1 allowed, 1 refused[\s\S]*\[exited 0 in/, 20000);
+    assert.match(out, /refused {2}unlisted\.test:80 {2}no allow entry matches \(add "unlisted\.test" to network\.allow\)/);
+    assert.match(out, new RegExp(`allowed {2}up\\.test:${port} {2}\\d+ B up, \\d+ B down`));
+    await shot('06b-run-network');
+    await clearNotifications();
+    // The Traces view: resting the pointer on the run shows its log in the hover.
+    await palette('Kiln: Show Traces');
+    const view = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Traces' }) }).first();
+    const row = view.locator('.monaco-list-row', { hasText: 'unlisted.test' }).first();
+    await row.waitFor({ state: 'visible', timeout: 20000 });
+    const hover = page.locator('.monaco-hover, .workbench-hover', { hasText: 'Network' }).first();
+    let text = '';
+    for (let i = 0; i < 5 && !text; i++) {
+      await page.mouse.move(0, 0);
+      await row.hover();
+      text = await hover.waitFor({ state: 'visible', timeout: 5000 }).then(() => hover.innerText(), () => '');
+    }
+    text = visibleText(text);
+    assert.match(text, /Network 1 allowed, 1 refused; \d+ B up, \d+ B down/, text);
+    assert.match(text, /refused unlisted\.test:80: no allow entry matches — add unlisted\.test to network\.allow/, text);
+    assert.match(text, new RegExp(`allowed up\\.test:${port}: \\d+ B up, \\d+ B down`), text);
+    await shot('06c-traces-network-hover');
+  } finally {
+    fs.writeFileSync(config, orig);
+    upstream.close();
+    await page.mouse.move(0, 0).catch(() => {});
+    await clearNotifications().catch(() => {});
+  }
 });
 
 uiTest('Services: with no sandbox running services and none declared, it says so', { timeout: 60000 }, async () => {

@@ -3,6 +3,7 @@
 local config = require('kiln.config')
 local core = require('kiln.core')
 local mcp = require('kiln.mcp')
+local network = require('kiln.network')
 local ui = require('kiln.ui')
 
 local nn = mcp.nn
@@ -31,7 +32,8 @@ local function run_write(run, text)
   ui.follow(buf, at_end)
 end
 
-local function run_footer(run, text, group)
+-- The run's last lines: `before` ({text, group} pairs: the network log), then the footer.
+local function run_footer(run, text, group, before)
   if not vim.api.nvim_buf_is_valid(run.buf) then
     return
   end
@@ -39,10 +41,18 @@ local function run_footer(run, text, group)
   if run.pending ~= '' then
     tail[1] = run.pending:match('[^\r]*$')
   end
+  local marks = {}
+  for _, l in ipairs(before or {}) do
+    tail[#tail + 1] = l[1]
+    if l[2] then
+      marks[#marks + 1] = { run.done + #tail - 1, l[2] }
+    end
+  end
   tail[#tail + 1] = text
   ui.set_lines(run.buf, run.done, -1, tail)
   local last = vim.api.nvim_buf_line_count(run.buf) - 1
-  ui.highlight(run.buf, { { last, group } })
+  marks[#marks + 1] = { last, group }
+  ui.highlight(run.buf, marks)
   ui.follow(run.buf, false)
 end
 
@@ -102,18 +112,30 @@ function M.run(cmd, cb)
         run_footer(run, '[error: ' .. terr:gsub('\n', ' ') .. ']', 'KilnFail')
         return done(cb, terr, res, info)
       end
-      M._finish(run, res)
-      state.last_run = res
-      core.fire('KilnRunDone')
-      done(cb, nil, res, info)
+      local function finish(trace)
+        M._finish(run, res, trace)
+        state.last_run = res
+        core.fire('KilnRunDone')
+        done(cb, nil, res, info)
+      end
+      -- With a network allowlist (kiln.json sandbox.network) the trace has the network log; the
+      -- result only says that an allowlist applied.
+      local iso = nn(res and res.isolation)
+      if type(iso) == 'table' and nn(iso.egress) and nn(res.trace_id) then
+        return core.call('trace_get', { trace_id = res.trace_id }, function(gerr, got)
+          finish(not gerr and type(got) == 'table' and nn(got.trace) or nil)
+        end)
+      end
+      finish(nil)
     end)
   end)
   return run
 end
 
 --- Ends a run's buffer with its result: the output (from the result's tails when streaming
---- missed some of it) and a footer with exit code, stop reason, time and trace.
-function M._finish(run, res)
+--- missed some of it), the network log of its `trace` (trace_get's, when it had an allowlist) and
+--- a footer with exit code, stop reason, time and trace.
+function M._finish(run, res, trace)
   local total = (nn(res.stdout_total_bytes) or 0) + (nn(res.stderr_total_bytes) or 0)
   local truncated = nn(res.stdout_truncated) or nn(res.stderr_truncated)
   if run.streamed < total and not truncated then
@@ -139,7 +161,13 @@ function M._finish(run, res)
     parts[#parts + 1] = 'output truncated: see the trace'
   end
   parts[#parts + 1] = 'trace ' .. (nn(res.trace_id) or '-')
-  run_footer(run, '[' .. table.concat(parts, ' · ') .. ']', code == 0 and 'KilnPass' or 'KilnFail')
+  local net = network.view(trace)
+  local extra = {}
+  if net then
+    extra[1] = { 'network: ' .. net.summary, net.refused > 0 and 'KilnFail' or 'KilnDim' }
+    vim.list_extend(extra, network.lines(net, '  ', nn(res.trace_id)))
+  end
+  run_footer(run, '[' .. table.concat(parts, ' · ') .. ']', code == 0 and 'KilnPass' or 'KilnFail', extra)
 end
 
 --- Cancels run n (from its buffer's <C-c>).

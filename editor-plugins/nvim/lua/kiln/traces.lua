@@ -3,6 +3,7 @@
 local config = require('kiln.config')
 local core = require('kiln.core')
 local mcp = require('kiln.mcp')
+local network = require('kiln.network')
 local ui = require('kiln.ui')
 
 local nn = mcp.nn
@@ -180,6 +181,14 @@ local function trace_lines(res)
       end
     end
   end
+  -- A run with a network allowlist: what it reached, and first what was refused (and what to add).
+  local net = network.view(t)
+  if net then
+    add(string.format('%-10s %s', 'network', net.summary), net.refused > 0 and 'KilnFail' or nil)
+    for _, l in ipairs(network.lines(net, '  ', nn(t.id))) do
+      add(l[1], l[2])
+    end
+  end
   local children = nn(res.children) or {}
   if #children > 0 then
     add('steps', 'KilnHeader')
@@ -205,7 +214,7 @@ local function trace_lines(res)
       lim[#lim + 1] = k .. '=' .. tostring(nn(v))
     end
     table.sort(lim)
-    field('policy', string.format('network %s · isolation %s · %s', tostring(nn(policy.network)), tostring(nn(policy.isolation)),
+    field('policy', string.format('network %s · isolation %s · %s', network.policy_text(nn(policy.network)), tostring(nn(policy.isolation)),
       table.concat(lim, ' ')))
   end
   local r = nn(t.resources)
