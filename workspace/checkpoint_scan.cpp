@@ -1,0 +1,80 @@
+// The checkpoint walk: the shared parallel walker (ignore rules, .git left out, no symlink
+// followed) with an fstatat per entry from the folder's own descriptor.
+#include "workspace/checkpoint_scan.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace kiln::workspace {
+
+namespace {
+
+const char* kind_of(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  return "not a file, folder or link";
+}
+
+}  // namespace
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop) {
+  WalkOptions o;
+  const unsigned threads = walk_thread_count(o);
+  std::vector<std::vector<ScanNode>> per(threads);
+  std::mutex skipped_mu;
+  ScanResult out;
+  auto skip = [&](std::string_view path, std::string why) {
+    std::lock_guard lock(skipped_mu);
+    if (out.skipped.size() < kMaxSkippedShown) out.skipped.push_back(fmt::format("{}: {}", path, why));
+    ++out.skipped_count;
+  };
+  auto r = walk(root, o, stop, [&](const WalkEntry& e, unsigned worker) {
+    struct stat st {};
+    if (::fstatat(e.dir_fd, e.name.data(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // gone since listed
+    ScanNode n;
+    n.entry.path = std::string(e.path);
+    n.entry.mode = std::uint32_t(st.st_mode & 07777);
+    n.ino = std::uint64_t(st.st_ino);
+    n.mtime_ns = timespec_ns(st.st_mtim);
+    n.ctime_ns = timespec_ns(st.st_ctim);
+    if (S_ISREG(st.st_mode)) {
+      n.entry.type = EntryType::file;
+      n.entry.size = std::uint64_t(st.st_size);
+    } else if (S_ISDIR(st.st_mode)) {
+      n.entry.type = EntryType::dir;
+    } else if (S_ISLNK(st.st_mode)) {
+      n.entry.type = EntryType::symlink;
+      std::string target(std::size_t(st.st_size > 0 ? st.st_size : 256) + 1, '\0');
+      ssize_t len = ::readlinkat(e.dir_fd, e.name.data(), target.data(), target.size());
+      if (len < 0 || std::size_t(len) >= target.size()) return skip(e.path, "a link that changed while read");
+      target.resize(std::size_t(len));
+      n.link_target = std::move(target);
+      n.entry.size = n.link_target.size();
+    } else {
+      return skip(e.path, fmt::format("{}, not captured", kind_of(st.st_mode)));
+    }
+    per[worker].push_back(std::move(n));
+  });
+  if (!r) return std::unexpected(r.error());
+  std::size_t total = 0;
+  for (const auto& v : per) total += v.size();
+  out.nodes.reserve(total);
+  for (auto& v : per) std::move(v.begin(), v.end(), std::back_inserter(out.nodes));
+  std::sort(out.nodes.begin(), out.nodes.end(),
+            [](const ScanNode& a, const ScanNode& b) { return path_less(a.entry.path, b.entry.path); });
+  return out;
+}
+
+}  // namespace kiln::workspace
