@@ -1,6 +1,7 @@
 // `kiln artifacts`: reads the artifact store in the state directory itself (WAL lets it read while a
 // server writes); only new invite links start `kiln serve`, since they are URLs that must work, and
 // removing an app asks kiln serve to stop it first.
+#include "cli/blob_owners.h"
 #include "cli/artifacts_command.h"
 
 #include <sys/stat.h>
@@ -36,7 +37,7 @@ int manage_artifacts(const ArtifactsOptions& o, const std::string& state_dir) {
     if (o.json) std::printf("[]\n");
     return 0;
   }
-  auto store = art::ArtifactStore::open(state_dir);
+  auto store = open_artifacts(state_dir);
   if (!store) return report(store.error());
   if (o.action == "list") {
     std::string ws_id;

@@ -2,6 +2,8 @@
 // process exits: sessions hold references into it and transports leave with _Exit.
 #include "cli/mcp_runtime.h"
 
+#include "cli/blob_owners.h"
+
 #include <chrono>
 #include <memory>
 
@@ -37,6 +39,7 @@ void fill_registry(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, R
   server::register_search_tools(registry);
   server::register_sandbox_tools(registry, sandboxes, tracer, services);
   if (tracer) server::register_trace_tools(registry, *tracer, sandboxes, services);
+  if (tracer && tracer->checkpoints()) server::register_checkpoint_tools(registry, *tracer->checkpoints());
   if (tracer && artifacts) {
     server::register_publish_tools(registry, *tracer, *artifacts, network_allow_file);
     server::register_app_tools(registry, *tracer, *artifacts);
@@ -53,6 +56,7 @@ struct Runtime {
   std::unique_ptr<RunTracer> tracer;
   std::unique_ptr<services::ServiceHost> service_host;
   std::unique_ptr<artifacts::ArtifactStore> artifacts;
+  std::shared_ptr<workspace::CheckpointStore> checkpoints;
   ToolRegistry registry;
   ResourceProvider trace_family;
   std::unique_ptr<ServerContext> context;
@@ -85,9 +89,11 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   owned->tracer = std::make_unique<RunTracer>(*owned->traces, &owned->trace_hub, owned->sandboxes.get());
   owned->service_host = std::make_unique<services::ServiceHost>(*owned->sandboxes, owned->tracer.get(), options.state_dir);
 
-  auto artifacts = artifacts::ArtifactStore::open(options.state_dir);
-  if (!artifacts) return std::unexpected(artifacts.error());
-  owned->artifacts = std::move(*artifacts);
+  auto owners = open_blob_owners(options.state_dir);
+  if (!owners) return std::unexpected(owners.error());
+  owned->artifacts = std::move(owners->artifacts);
+  owned->checkpoints = std::move(owners->checkpoints);
+  owned->tracer->set_checkpoints(owned->checkpoints.get());
 
   rt = owned.release();
   // Parsing and checking the tool schemas takes longer than answering `initialize`; do it

@@ -1,5 +1,6 @@
 // `kiln publish`: opens the stores in the state directory itself (WAL lets it write while a server
 // reads) and starts `kiln serve` only when it hands out a URL, so the URL works at once.
+#include "cli/blob_owners.h"
 #include "cli/publish_command.h"
 
 #include <cstdio>
@@ -63,7 +64,7 @@ int publish_path(const PublishOptions& o, const std::string& state_dir) {
   if (!ws) return report(ws.error());
   auto traces = traces::TraceStore::open(state_dir);
   if (!traces) return report(traces.error());
-  auto store = art::ArtifactStore::open(state_dir);
+  auto store = open_artifacts(state_dir);
   if (!store) return report(store.error());
 
   req.workspace_id = ws->id;

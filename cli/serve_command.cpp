@@ -1,6 +1,7 @@
 // `kiln serve` start-up: open the artifact store (and with --mcp the MCP runtime and its bearer
 // tokens: --token-file's, else the state directory's own, never none), bind, announce the URL in
 // <state>/serve.json (atomically, after the bind, so whoever reads it can connect at once), serve, clean up.
+#include "cli/blob_owners.h"
 #include "cli/serve_command.h"
 
 #include <limits.h>
@@ -83,7 +84,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
   std::string state_dir = ::realpath(state_dir_in.c_str(), real) ? std::string(real) : state_dir_in;
   if (options.daemon) server::init_file_logging(state_dir + "/serve.log", options.log_level);
 
-  auto store = artifacts::ArtifactStore::open(state_dir);
+  auto store = open_artifacts(state_dir);
   if (!store) {
     spdlog::error("serve: {}", store.error().message);
     std::fprintf(stderr, "kiln: %s\n", store.error().message.c_str());

@@ -1,5 +1,6 @@
 // `kiln verify` for people and CI: the same engine as the verify tool, with a progress display
 // on a terminal, plain lines otherwise, --json for machines and --junit for CI test panels.
+#include "cli/blob_owners.h"
 #include "cli/verify_command.h"
 
 #include <unistd.h>
@@ -60,6 +61,9 @@ int run_verify_checks(const VerifyOptions& o, const std::string& state_dir) {
   mo.helper_path = default_helper_path();
   sandbox::SandboxManager m(mo);
   server::RunTracer tracer(*local->traces, nullptr, &m);
+  // What the verify changed goes in its trace, as it does for an agent's.
+  auto owners = open_blob_owners(state_dir);
+  if (owners) tracer.set_checkpoints(owners->checkpoints.get());
   services::ServiceHost services(m, &tracer, state_dir);
 
   const bool tty = ::isatty(2);

@@ -31,6 +31,50 @@ json limits_json(const sbx::Limits& l) {
 
 }  // namespace
 
+std::string RunTracer::checkpoint_before(const std::shared_ptr<const workspace::Root>& root,
+                                         const std::string& workspace_id, const std::string& principal,
+                                         const std::string& trigger, const std::string& trace_id) {
+  workspace::CheckpointRequest q;
+  q.root = root.get();
+  q.workspace_id = workspace_id;
+  q.principal = principal;
+  q.trigger = trigger;
+  q.trace_id = trace_id;
+  q.label = fmt::format("before {}", trace_id);
+  q.reuse_latest = true;
+  auto c = checkpoints_->create(q);
+  if (!c) {
+    spdlog::warn("trace {}: no checkpoint before the run: {}", trace_id, c.error().message);
+    (void)store_.set_changes(trace_id, json{{"error", c.error().message}});
+    return {};
+  }
+  return c->id;
+}
+
+void RunTracer::record_changes(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
+                               const std::string& principal, const std::string& trigger, const std::string& trace_id,
+                               const std::string& before) {
+  workspace::CheckpointRequest q;
+  q.root = root.get();
+  q.workspace_id = workspace_id;
+  q.principal = principal;
+  q.trigger = trigger;
+  q.trace_id = trace_id;
+  q.label = fmt::format("after {}", trace_id);
+  q.reuse_latest = true;
+  auto after = checkpoints_->create(q);
+  json changes;
+  if (!after) {
+    changes = {{"error", after.error().message}, {"checkpoint_before", before}};
+  } else if (auto c = checkpoints_->changes(before, after->id)) {
+    changes = c->to_json();
+  } else {
+    changes = {{"error", c.error().message}, {"checkpoint_before", before}, {"checkpoint_after", after->id}};
+  }
+  if (auto ok = store_.set_changes(trace_id, changes); !ok)
+    spdlog::warn("trace {}: could not record what the run changed: {}", trace_id, ok.error().message);
+}
+
 std::string trace_uri(const std::string& trace_id) { return "kiln://trace/" + trace_id; }
 
 json policy_json(const sbx::SandboxPolicy& p) {
@@ -124,7 +168,14 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   };
   auto previous_done = std::move(req.on_finished);
   json policy = info.policy;
-  req.on_finished = [self, id, policy, previous_done](const sbx::ExecResult& r) {
+  std::string before;
+  if (checkpoints_ && info.checkpoint_root)
+    before = checkpoint_before(info.checkpoint_root, info.workspace_id, info.principal, info.checkpoint_trigger, id);
+  auto cp_root = before.empty() ? nullptr : info.checkpoint_root;
+  req.on_finished = [self, id, policy, previous_done, before, cp_root, ws = info.workspace_id,
+                     who = info.principal, trigger = info.checkpoint_trigger](const sbx::ExecResult& r) {
+    // Before the record is finished, so whoever reads the ended trace sees its changes.
+    if (cp_root) self->record_changes(cp_root, ws, who, trigger, id, before);
     if (auto done = self->store_.finish(id, trace_finish_of(r, policy)); !done)
       spdlog::warn("trace {}: could not record the end of the run: {}", id, done.error().message);
     self->changed(id);

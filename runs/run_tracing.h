@@ -12,6 +12,7 @@
 #include "sandbox/manager.h"
 #include "sandbox/types.h"
 #include "traces/trace_store.h"
+#include "workspace/checkpoint_store.h"
 
 namespace kiln::server {
 
@@ -26,6 +27,10 @@ struct ExecTraceInfo {
   nlohmann::json client = nullptr;       // {name, version}
   std::string principal;                 // whom it ran for (TOOLS.md, principals)
   nlohmann::json policy = nullptr;       // from policy_json()
+  // Set: checkpoints around the run (kiln.json checkpoints.auto, on by default) record what it
+  // changed in this workspace as the trace's `changes`. A background run's when it ends.
+  std::shared_ptr<const workspace::Root> checkpoint_root;
+  std::string checkpoint_trigger = "exec";
 };
 
 // network, isolation, limits, env names and secret names (never values).
@@ -52,10 +57,23 @@ class RunTracer {
   // Tells subscribers (resources/subscribe on kiln://trace/ID) that the record changed.
   void changed(const std::string& trace_id) const;
 
+  // Where automatic checkpoints go (null: none are taken).
+  void set_checkpoints(workspace::CheckpointStore* store) { checkpoints_ = store; }
+  workspace::CheckpointStore* checkpoints() const { return checkpoints_; }
+  // The checkpoint a run starts from, for `trace_id`; empty when none could be taken (the run
+  // goes on: a failed checkpoint never stops one).
+  std::string checkpoint_before(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
+                                const std::string& principal, const std::string& trigger, const std::string& trace_id);
+  // The checkpoint after, and what changed since `before`, recorded as the trace's changes.
+  void record_changes(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
+                      const std::string& principal, const std::string& trigger, const std::string& trace_id,
+                      const std::string& before);
+
  private:
   traces::TraceStore& store_;
   TraceHub* hub_;
   sandbox::SandboxManager* manager_;
+  workspace::CheckpointStore* checkpoints_ = nullptr;
 };
 
 std::string trace_uri(const std::string& trace_id);

@@ -200,11 +200,19 @@ json services_json(services::ServiceHost* services, const std::string& owner, co
   return list;
 }
 
+// kiln.json "checkpoints": {"auto": false} turns them off; a kiln.json that does not parse leaves
+// them on (the default), as it leaves every other setting at its default.
+bool checkpoints_on(const workspace::Root& root) {
+  LoadedConfig cfg = load_config(root);
+  return !cfg.typed || cfg.typed->checkpoints_auto;
+}
+
 Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTracer* tracer,
                                 services::ServiceHost* services, const json& args) {
   const std::string sandbox_id = args.value("sandbox_id", "");
   std::optional<sbx::SandboxPolicy> fresh;
   std::string root;
+  std::shared_ptr<const workspace::Root> ws_root;  // for the checkpoints around the run
   if (!sandbox_id.empty()) {
     for (const char* k : kPolicyArgs) {
       if (args.contains(k))
@@ -219,12 +227,14 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
                                                "are reaped), or omit sandbox_id to run in a fresh sandbox",
                                                bounded(sandbox_id)));
     root = p->workspace_root;
+    if (auto r = workspace::Root::open_resolved(root)) ws_root = std::make_shared<const workspace::Root>(std::move(*r));
   } else {
     auto ws = ctx.session->workspace_for(args);
     if (!ws) return std::unexpected(ws.error());
     auto p = policy_for(ctx, m, **ws, args, nullptr);
     if (!p) return std::unexpected(p.error());
     root = (*ws)->root->path();
+    ws_root = (*ws)->root;
     fresh = std::move(*p);
   }
   sbx::ExecRequest req;
@@ -269,6 +279,7 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
       for (const auto& [k, v] : req.env) info.policy["env_names"].push_back(k);  // per-exec env too
     if (json svc = services_json(services, req.owner, sandbox_id); !svc.empty() && info.policy.is_object())
       info.policy["services"] = std::move(svc);
+    if (ws_root && checkpoints_on(*ws_root)) info.checkpoint_root = ws_root;
     auto id = tracer->attach(req, info);
     if (!id) return fail(id.error().code, "could not record the run's trace: " + id.error().message);
     trace_id = *id;

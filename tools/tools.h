@@ -5,6 +5,7 @@ namespace kiln::sandbox { class SandboxManager; }
 namespace kiln::traces { class TraceStore; }
 namespace kiln::artifacts { class ArtifactStore; }
 namespace kiln::services { class ServiceHost; }
+namespace kiln::workspace { class CheckpointStore; }
 
 namespace kiln::server {
 
@@ -29,5 +30,8 @@ void register_trace_tools(ToolRegistry& registry, RunTracer& tracer, sandbox::Sa
 // app_status, app_restart, schedule_run, app_export (tools/apps.cpp; the app helpers publish and
 // unpublish share are in tools/apps.h).
 void register_app_tools(ToolRegistry& registry, RunTracer& tracer, artifacts::ArtifactStore& store);
+
+// checkpoint_create, checkpoint_list, checkpoint_diff, checkpoint_restore (tools/checkpoints.cpp)
+void register_checkpoint_tools(ToolRegistry& registry, workspace::CheckpointStore& store);
 
 }  // namespace kiln::server

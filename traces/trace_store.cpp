@@ -36,7 +36,7 @@ nlohmann::json column_json(const db::Statement& st, int col) {
 constexpr const char* kColumns =
     "SELECT id, kind, workspace_id, parent_id, name, client, command, cwd, policy, status, started_at, ended_at,"
     " duration_ms, exit_code, signal, stop_reason, resources, output, cleanup, tests, result, error,"
-    " COALESCE(principal, ''), network_log FROM traces ";
+    " COALESCE(principal, ''), network_log, changes FROM traces ";
 
 TraceRecord row_to_record(const db::Statement& s) {
   TraceRecord r;
@@ -64,6 +64,7 @@ TraceRecord row_to_record(const db::Statement& s) {
   r.error = s.text(21);
   r.principal = s.text(22);
   r.network_log = column_json(s, 23);
+  r.changes = column_json(s, 24);
   return r;
 }
 
@@ -114,6 +115,8 @@ Result<std::unique_ptr<TraceStore>> TraceStore::open(const std::string& state_di
       {2, "ALTER TABLE traces ADD COLUMN principal TEXT;"},
       // The egress proxy's decisions for a run with a network allowlist (NULL for every other run).
       {3, "ALTER TABLE traces ADD COLUMN network_log TEXT;"},
+      // Version 4: what a run changed in the workspace (checkpoints around it).
+      {4, "ALTER TABLE traces ADD COLUMN changes TEXT;"},
   };
   auto db = db::Database::open(state_dir + "/traces.db",
                                {.label = "trace", .busy_timeout_ms = 5000, .private_file = true, .schema = kSchema});
@@ -269,6 +272,17 @@ Result<void> TraceStore::set_tests(const std::string& id, const nlohmann::json& 
   if (!cur) return std::unexpected(cur.error());
   if (!*cur) return std::unexpected(not_found(id));
   return fail(Errc::conflict, fmt::format("trace {} is still running", id));
+}
+
+Result<void> TraceStore::set_changes(const std::string& id, const nlohmann::json& changes) {
+  std::lock_guard lock(mu_);
+  db::Statement upd(db_, "UPDATE traces SET changes = ?2 WHERE id = ?1");
+  upd.bind(1, id);
+  bind_json(upd, 2, clean_json(changes));
+  auto changed = upd.run("update");
+  if (!changed) return std::unexpected(changed.error());
+  if (*changed == 0) return std::unexpected(not_found(id));
+  return {};
 }
 
 Result<void> TraceStore::set_cleanup(const std::string& id, const nlohmann::json& cleanup) {
@@ -449,6 +463,7 @@ nlohmann::json to_json(const TraceRecord& r) {
               {"tests", r.tests},
               {"result", r.result},
               {"network_log", r.network_log},
+              {"changes", r.changes},
               {"error", r.error}};
 }
 

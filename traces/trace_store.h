@@ -44,6 +44,7 @@ struct TraceRecord {
   nlohmann::json cleanup;
   nlohmann::json tests;                  // parsed test report of a test step
   nlohmann::json network_log;            // egress decisions (network allowlist runs only; else null)
+  nlohmann::json changes;                // {added, modified, deleted, paths, checkpoint_before/after}; null: none taken
   nlohmann::json result;                 // the caller's own summary (verify: per-check results)
   std::string error;
 };
@@ -161,6 +162,8 @@ class TraceStore {
                          const std::string& error = {});
   // Records the clean-up of a run's sandbox, which may finish after the run's record ended.
   Result<void> set_cleanup(const std::string& id, const nlohmann::json& cleanup);
+  // What the run changed in its workspace (automatic checkpoints around it).
+  Result<void> set_changes(const std::string& id, const nlohmann::json& changes);
   Result<std::optional<TraceRecord>> get(const std::string& id);
   Result<TracePage> list(const TraceQuery& q);
   Result<TraceCounts> count(const std::string& workspace_id, const PrincipalFilter& who);  // workspace empty: every one

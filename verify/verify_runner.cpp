@@ -144,6 +144,10 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   if (!vrec) return std::unexpected(vrec.error());
   const std::string verify_id = vrec->id;
   tracer.changed(verify_id);
+  // What the whole verify changed (a formatter, generated files), as one before/after pair.
+  std::string checkpoint_before;
+  if (tracer.checkpoints() && config.checkpoints_auto)
+    checkpoint_before = tracer.checkpoint_before(target.root, target.workspace_id, request.principal, "verify", verify_id);
 
   const double total = double(checks.size());
   auto progress = [&](double done, const std::string& msg) {
@@ -325,6 +329,8 @@ Result<json> run_verify(RunTracer& tracer, sbx::SandboxManager& m, const VerifyT
   if (!service_names.empty()) vf.result["services"] = service_status;
   vf.error = sandbox_error.empty() ? "" : m.redact(sandbox_error);
   vf.duration_ms = duration_ms;
+  if (!checkpoint_before.empty())
+    tracer.record_changes(target.root, target.workspace_id, request.principal, "verify", verify_id, checkpoint_before);
   (void)tracer.store().finish(verify_id, vf);
   tracer.changed(verify_id);
 

@@ -439,6 +439,7 @@ Result<KilnConfig> to_config(json doc) {
       if (auto env = env_map(out.sandbox.at("env"), "/sandbox/env"); !env) return std::unexpected(env.error());
     }
   }
+  if (doc.contains("checkpoints")) out.checkpoints_auto = doc.at("checkpoints").value("auto", true);
   if (doc.contains("publish")) {
     const json& p = doc.at("publish");
     out.publish.path = p.value("path", "");

@@ -112,6 +112,7 @@ struct KilnConfig {
   // Kept as JSON: sandbox::make_policy merges it with call arguments and owns its meaning.
   nlohmann::json sandbox = nlohmann::json::object();
   PublishConfig publish;
+  bool checkpoints_auto = true;  // "checkpoints": {"auto": false} turns the ones around runs off
   std::optional<AppConfig> app;
   nlohmann::json raw = nlohmann::json::object();  // the whole document as parsed
   std::string source = "kiln.json";

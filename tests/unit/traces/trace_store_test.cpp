@@ -158,7 +158,7 @@ TEST_CASE("every field round-trips through start, finish, get and a reopen") {
   CHECK(j["id"] == id);
   CHECK(j["parent_id"] == parent_id);
   CHECK(j["exit_code"] == 2);
-  CHECK(j.size() == 24);  // principal included (null: not recorded)
+  CHECK(j.size() == 25);  // principal and changes included (null: not recorded)
   // The parent is still running: this process owns it, so reopening left it alone.
   auto parent = s->get(parent_id);
   REQUIRE(parent);

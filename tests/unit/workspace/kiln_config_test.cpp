@@ -159,7 +159,7 @@ TEST_CASE("schema violations name the JSON pointer of the bad value") {
 
 TEST_CASE("a misspelt key is named, with a guess at the intended one") {
   CHECK(error_of(R"({"verfy": []})") ==
-        "kiln.json: unexpected property 'verfy' (allowed: $schema, app, publish, sandbox, services, verify); did you "
+        "kiln.json: unexpected property 'verfy' (allowed: $schema, app, checkpoints, publish, sandbox, services, verify); did you "
         "mean 'verify'?");
   CHECK(error_of(R"({"sandbox": {"limits": {"memory": 10}}})") ==
         "kiln.json: /sandbox/limits: unexpected property 'memory' (allowed: cpu_s, disk_mb, file_size_mb, memory_mb, "
