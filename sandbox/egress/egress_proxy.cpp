@@ -3,9 +3,7 @@
 // Every refusal answers with a status and a body naming the rule, and lands in the run's log.
 #include "sandbox/egress/egress_proxy.h"
 
-#include <fcntl.h>
 #include <ifaddrs.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -18,7 +16,6 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -32,33 +29,6 @@ namespace kiln::egress {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-// splice(2) into a socket whose peer has gone raises SIGPIPE (it cannot pass MSG_NOSIGNAL), and
-// `kiln run` does not ignore SIGPIPE: blocked on this thread while splicing, and one raised is
-// taken back before the mask is restored, so the relay sees EPIPE only.
-class SigpipeBlocked {
- public:
-  SigpipeBlocked() {
-    sigemptyset(&pipe_only_);
-    sigaddset(&pipe_only_, SIGPIPE);
-    ::pthread_sigmask(SIG_BLOCK, &pipe_only_, &old_);
-  }
-  ~SigpipeBlocked() {
-    const timespec zero{};
-    while (::sigtimedwait(&pipe_only_, nullptr, &zero) > 0) {
-    }
-    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeBlocked(const SigpipeBlocked&) = delete;
-  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
-
- private:
-  sigset_t pipe_only_, old_;
-};
-
-}  // namespace
 
 const char* enforcement_text() {
   return "an empty network namespace (loopback only); the sandbox's pid 1 accepts on a per-run 127.0.0.1 port "
@@ -79,13 +49,6 @@ struct EgressProxy::Impl {
 
   std::vector<IpAddress> own;  // the host's own addresses
   Clock::time_point own_at{};
-
-  // Pumps relaying with splice(2) now, each holding a pipe (io thread only). Capped: a pipe's
-  // buffer counts against its user's pipe-user-pages-soft (64 MiB by default), and past that every
-  // new pipe of that user (sandbox output, shell pipelines) shrinks to two pages; 64 pipes of
-  // 256 KiB are a quarter of it. Pumps past the cap keep copying.
-  std::size_t splicing = 0;
-  static constexpr std::size_t kMaxSplicing = 64;
 
   // Addresses the hosts file maps `name` to; empty when it does not name it.
   std::vector<IpAddress> from_hosts_file(const std::string& name) {
@@ -164,12 +127,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.cancel();
     client_.close(ec);
     upstream_.close(ec);
-    for (Pump* p : {&up_, &down_})
-      if (p->pipe_r) {
-        p->pipe_r.reset();
-        p->pipe_w.reset();
-        --proxy_->splicing;
-      }
     if (logged_ && entry_.allowed && log_ && index_ != std::string::npos) log_->update(index_, bytes_up_, bytes_down_, "", false);
   }
 
@@ -371,105 +328,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   struct Pump {
     std::vector<char> buf;
-    UniqueFd pipe_r, pipe_w;  // once the pump relays with splice(2)
-    std::size_t in_pipe = 0;  // bytes spliced in and not yet out
-    std::size_t chunk = 0;    // the pipe's capacity
     bool done = false;
   };
 
-  // up: client -> upstream; down: upstream -> client. Copies through a buffer until a read fills
-  // it (a bulk stream), then moves to splice(2); requests and answers that fit one buffer never
-  // pay for a pipe.
+  // up: client -> upstream; down: upstream -> client. EOF on one side half-closes the other.
   void pump(bool up) {
     tcp::socket& from = up ? client_ : upstream_;
     Pump& p = up ? up_ : down_;
     from.async_read_some(asio::buffer(p.buf), [self = shared_from_this(), up](const boost::system::error_code& ec, std::size_t n) {
       tcp::socket& to = up ? self->upstream_ : self->client_;
       Pump& p = up ? self->up_ : self->down_;
-      if (ec) return self->end_pump(up, ec == asio::error::eof);
-      asio::async_write(to, asio::buffer(p.buf.data(), n), [self, up, n](const boost::system::error_code& wec, std::size_t w) {
-        self->counted(up, w);
+      if (ec) {
+        boost::system::error_code ignore;
+        if (ec == asio::error::eof) to.shutdown(tcp::socket::shutdown_send, ignore);
+        else self->close();
+        p.done = true;
+        if (self->up_.done && self->down_.done) self->close();
+        return;
+      }
+      asio::async_write(to, asio::buffer(p.buf.data(), n), [self, up](const boost::system::error_code& wec, std::size_t w) {
+        (up ? self->bytes_up_ : self->bytes_down_) += w;
+        // Counted as they go, so a run that ends while its connection is still closing has them.
+        if (self->log_ && !self->closed_) self->log_->update(self->index_, self->bytes_up_, self->bytes_down_, "", true);
         if (wec) return self->close();
-        Pump& p = up ? self->up_ : self->down_;
-        if (n == p.buf.size() && self->start_splice(p)) return self->splice_pump(up);
         self->pump(up);
       });
     });
   }
-
-  // Counted as they go, so a run that ends while its connection is still closing has them.
-  void counted(bool up, std::size_t n) {
-    (up ? bytes_up_ : bytes_down_) += n;
-    if (log_ && !closed_) log_->update(index_, bytes_up_, bytes_down_, "", true);
-  }
-
-  // EOF on one side half-closes the other; any other end closes both.
-  void end_pump(bool up, bool eof) {
-    boost::system::error_code ignore;
-    if (eof) (up ? upstream_ : client_).shutdown(tcp::socket::shutdown_send, ignore);
-    else close();
-    (up ? up_ : down_).done = true;
-    if (up_.done && down_.done) close();
-  }
-
-  // False (stay on the copying path) when the cap is reached or no pipe can be made.
-  bool start_splice(Pump& p) {
-    if (closed_ || proxy_->splicing >= EgressProxy::Impl::kMaxSplicing) return false;
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
-    p.pipe_r.reset(fds[0]);
-    p.pipe_w.reset(fds[1]);
-    ++proxy_->splicing;
-    // A bigger pipe moves more per splice(2); a refusal (pipe-max-size, the user's pipe pages)
-    // keeps the default.
-    ::fcntl(fds[1], F_SETPIPE_SZ, int(kPipeBytes));
-    int got = ::fcntl(fds[1], F_GETPIPE_SZ);
-    p.chunk = got > 0 ? std::size_t(got) : 65536;
-    // splice(2) blocks on a blocking socket; Asio's own operations work either way.
-    boost::system::error_code ec;
-    client_.non_blocking(true, ec);
-    upstream_.non_blocking(true, ec);
-    return true;
-  }
-
-  // Socket -> pipe -> socket inside the kernel until one side would block (then waits for it) or
-  // a turn's budget is spent (then queues itself behind the loop's other work, so one fast
-  // stream cannot starve the other connections and the MCP session on this thread).
-  void splice_pump(bool up) {
-    if (closed_) return;
-    tcp::socket& from = up ? client_ : upstream_;
-    tcp::socket& to = up ? upstream_ : client_;
-    Pump& p = up ? up_ : down_;
-    SigpipeBlocked no_sigpipe;
-    for (int turn = 0; turn < 16; ++turn) {
-      if (p.in_pipe == 0) {
-        ssize_t n = ::splice(from.native_handle(), nullptr, p.pipe_w.get(), nullptr, p.chunk,
-                             SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n == 0) return end_pump(up, true);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) return splice_when(from, tcp::socket::wait_read, up);
-        if (n < 0) return end_pump(up, false);
-        p.in_pipe = std::size_t(n);
-      }
-      ssize_t w = ::splice(p.pipe_r.get(), nullptr, to.native_handle(), nullptr, p.in_pipe,
-                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && errno == EAGAIN) return splice_when(to, tcp::socket::wait_write, up);
-      if (w < 0) return close();
-      p.in_pipe -= std::size_t(w);
-      counted(up, std::size_t(w));
-    }
-    asio::post(proxy_->io, [self = shared_from_this(), up] { self->splice_pump(up); });
-  }
-
-  void splice_when(tcp::socket& s, tcp::socket::wait_type what, bool up) {
-    s.async_wait(what, [self = shared_from_this(), up](const boost::system::error_code& ec) {
-      if (ec) return self->close();
-      self->splice_pump(up);
-    });
-  }
-
-  static constexpr std::size_t kPipeBytes = 256 * 1024;
 
   void answer(int status, const std::string& body) {
     const char* text = status == 403 ? "Forbidden" : status == 502 ? "Bad Gateway" : status == 504 ? "Gateway Timeout"

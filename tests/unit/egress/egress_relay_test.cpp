@@ -1,6 +1,6 @@
-// The proxy's relay over real loopback sockets: bulk streams (which move from copying to
-// splice(2)) arrive whole and in order both ways, half-closes pass through, the log counts every
-// byte, and a client that vanishes mid-download ends the relay and its upstream connection.
+// The proxy's relay over real loopback sockets: bulk streams arrive whole and in order both ways,
+// half-closes pass through, the log counts every byte, and a client that vanishes mid-download
+// ends the relay and its upstream connection.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
