@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { connectClient, tempDir } from '../tests/lib/kiln.mjs';
+import { connectClient, sleep, tempDir } from '../tests/lib/kiln.mjs';
+import { freePort } from '../tests/lib/pg_cluster.mjs';
 import { fmt, median, onPath, quick } from './lib.mjs';
 import { removeSrtLeftovers, srtBin } from './sandbox_start.mjs';
 
@@ -57,7 +58,7 @@ const W = "-w '%{time_total} %{size_download} %{num_connects} %{http_code}\\n'";
 // HTTP forwarding makes it (curl's num_connects checks it). curl's figures go to a file in the
 // workspace, read from outside: a tool answer carries only the tails of a long stdout.
 function commands(curl, host, port, ws, key) {
-  const cfg = `reqs-${host}.cfg`;
+  const cfg = `reqs-${host}-${port}.cfg`;
   if (!fs.existsSync(path.join(ws, cfg))) {
     const lines = Array.from({ length: N_SMALL }, (_, i) => `url = "http://${host}:${port}/s${i}"\noutput = "/dev/null"\n`);
     fs.writeFileSync(path.join(ws, cfg), lines.join(''));
@@ -95,7 +96,26 @@ function shell(argv, ws, env) {
 function directSetup(port, ws) {
   // No proxy variables: curl dials the upstream itself, the name pinned like the hosts file does.
   const env = { PATH: process.env.PATH, HOME: process.env.HOME ?? '/' };
-  return { key: 'direct', cmds: commands(`curl --resolve up.test:${port}:127.0.0.1`, 'up.test', port, ws, 'direct'), run: (c) => shell(['/bin/sh', '-c', c], ws, env) };
+  return { key: 'direct', measures: ['http', 'small'], cmds: commands(`curl --resolve up.test:${port}:127.0.0.1`, 'up.test', port, ws, 'direct'), run: (c) => shell(['/bin/sh', '-c', c], ws, env) };
+}
+
+// What any user-space relay costs here, for scale: socat between two loopback ports on the host,
+// no sandbox and no policy, with a 64 KiB buffer as Kiln's relay has.
+async function relaySetup(port, ws) {
+  const s = { key: 'relay', measures: ['http'] };
+  if (!onPath('socat')) return { ...s, missing: 'socat not installed' };
+  const rp = await freePort();
+  const child = spawn('socat', ['-b', '65536', `TCP-LISTEN:${rp},bind=127.0.0.1,fork,reuseaddr`, `TCP:127.0.0.1:${port}`], { stdio: 'ignore' });
+  for (let i = 0; i < 100 && shell(['curl', '-s', '-o', '/dev/null', `http://127.0.0.1:${rp}/s`], ws, process.env).error; i++) await sleep(20);
+  const direct = directSetup(rp, ws);
+  return { ...s, cmds: direct.cmds, run: direct.run, close: () => child.kill('SIGKILL') };
+}
+
+// CPU time of every thread of `pid` so far (schedstat: ns on CPU), in ms.
+function cpuMs(pid) {
+  let ns = 0;
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) ns += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+  return ns / 1e6;
 }
 
 async function kilnSetup(port, ws, hostsFile) {
@@ -105,7 +125,7 @@ async function kilnSetup(port, ws, hostsFile) {
     if (r.isError) throw new Error(`${name}: ${r.content?.[0]?.text}`);
     return r.structuredContent;
   };
-  const s = { key: 'kiln', cmds: commands('curl', 'up.test', port, ws, 'kiln'), close: () => k.close(), call };
+  const s = { key: 'kiln', measures: Object.keys(MEASURES), cmds: commands('curl', 'up.test', port, ws, 'kiln'), close: () => k.close(), call, cpuMs: () => cpuMs(k.transport.inner.pid) };
   try {
     await call('workspace_open', { path: ws });
     const sb = await call('sandbox_create', { network: { allow: [`up.test:${port}`], allow_private: true } });
@@ -129,7 +149,7 @@ function srtSetup(port, ws) {
   }));
   // srt's NO_PROXY lists localhost (a direct dial, which its sandbox has no route for): unset it
   // so curl goes through srt's proxy.
-  const s = { key: 'srt', cmds: commands('env -u NO_PROXY -u no_proxy curl', 'localhost', port, ws, 'srt'), run: (c) => shell([srtBin, '-s', settings, '-c', c], ws, process.env) };
+  const s = { key: 'srt', measures: Object.keys(MEASURES), cmds: commands('env -u NO_PROXY -u no_proxy curl', 'localhost', port, ws, 'srt'), run: (c) => shell([srtBin, '-s', settings, '-c', c], ws, process.env) };
   if (!fs.existsSync(srtBin)) s.missing = 'not installed in bench/node_modules (npm ci in bench/ failed?)';
   else if (!onPath('bwrap') || !onPath('socat')) s.missing = `srt needs ${['bwrap', 'socat'].filter((c) => !onPath(c)).join(' and ')} on Linux, not installed`;
   return s;
@@ -142,7 +162,9 @@ const MEASURES = { http: { bytes: BIG, count: 1 }, tunnel: { bytes: BIG, count: 
 async function measure(s, m) {
   if (s.missing) return;
   fs.rmSync(s.cmds.figures, { force: true });
+  const cpu0 = s.cpuMs?.();
   const out = await s.run(s.cmds[m]);
+  if (cpu0 !== undefined && !out.error) (s.cpu[m] ??= []).push(s.cpuMs() - cpu0);
   const figures = out.error ? '' : fs.readFileSync(s.cmds.figures, 'utf8');
   const p = out.error ? out : parseTransfers(figures, MEASURES[m].bytes, MEASURES[m].count);
   if (p.error) { s.missing = `${m}: ${p.error}`; return; }
@@ -168,16 +190,16 @@ export async function egressBench() {
   const up = await startUpstream(dir);
   const setups = [];
   try {
-    setups.push(directSetup(up.port, ws), await kilnSetup(up.port, ws, hostsFile), srtSetup(up.port, ws));
-    for (const s of setups) s.runs = {};
+    setups.push(directSetup(up.port, ws), await kilnSetup(up.port, ws, hostsFile), srtSetup(up.port, ws), await relaySetup(up.port, ws));
+    for (const s of setups) { s.runs = {}; s.cpu = {}; }
     const steps = [];
-    for (const s of setups) for (const m of Object.keys(MEASURES)) if (!(s.key === 'direct' && m === 'tunnel')) steps.push([s, m]);
+    for (const s of setups) for (const m of s.measures) steps.push([s, m]);
     // Warm-up: one of each, untimed (and the probe: a setup that fails here is reported, not run).
     for (const [s, m] of steps) {
       const out = await measure(s, m);
       if (out && s.key === 'kiln' && m === 'http') await checkKilnCounted(s, out.trace);
     }
-    for (const s of setups) s.runs = {};
+    for (const s of setups) { s.runs = {}; s.cpu = {}; }
     // Interleaved rounds, the order rotated, so a noisy neighbour hits every setup alike.
     for (let round = 0; round < ROUNDS; round++) {
       for (let j = 0; j < steps.length; j++) await measure(...steps[(j + round) % steps.length]);
@@ -193,7 +215,7 @@ export async function egressBench() {
 export function egressTable(r) {
   const header = ['figure', 'curl direct (floor)', 'kiln proxy', 'kiln vs floor', 'srt proxy', 'srt vs floor', 'runs', 'target'];
   if (r.error) return { header, table: [], notes: [`egress not measured: ${r.error}`] };
-  const { direct, kiln, srt } = r.setups;
+  const { direct, kiln, srt, relay } = r.setups;
   const med = (s, m) => median(s.runs[m] ?? []);
   const mibs = (s, m) => (med(s, m) ? BIG / 2 ** 20 / med(s, m) : undefined);
   const fmtMibs = (x) => (x === undefined ? 'n/a' : `${Math.round(x).toLocaleString('en-US')} MiB/s`);
@@ -218,9 +240,18 @@ export function egressTable(r) {
     ['added per request vs direct', '-', fmt(addedK, 'ms'), '', fmt(added(srt), 'ms'), '', runs('small'),
       `< ${EGRESS_TARGETS.added_ms} ms${addedK === undefined ? ' (no figure)' : addedK < EGRESS_TARGETS.added_ms ? ' met' : ' NOT met'}`],
   ];
-  const notes = [direct, kiln, srt].filter((s) => s.missing).map((s) => `${s.key} not measured (or stopped): ${s.missing}`);
+  const cpu = (m) => median(kiln.cpu?.[m] ?? []);
+  table.push(['kiln process CPU per 100 MiB (all threads): HTTP forward / tunnel', '-', `${fmt(cpu('http'), 'ms')} / ${fmt(cpu('tunnel'), 'ms')}`,
+    '', '-', '', String(kiln.cpu?.http?.length ?? 0), '']);
+  const notes = [direct, kiln, srt, relay].filter((s) => s.missing).map((s) => `${s.key} not measured (or stopped): ${s.missing}`);
+  if (mibs(relay, 'http') !== undefined) {
+    notes.push(`for scale, a bare user-space TCP relay on the host (socat -b 65536 between two loopback ports, no sandbox, no policy) ` +
+      `moved the 100 MiB at ${fmtMibs(mibs(relay, 'http'))} (${times(mibs(relay, 'http'), floor)} the floor) in the same rounds: ` +
+      'the extra hop, which every relay pays, is most of the cost.');
+  }
   notes.push(`medians of ${ROUNDS} interleaved rounds (one untimed warm-up of each first); every time is curl's own ` +
     '%{time_total} inside the sandbox, so sandbox start-up is excluded. A small-request run is the mean of its ' +
-    `${N_SMALL} requests; runs are direct / kiln / srt.`);
+    `${N_SMALL} requests; runs are direct / kiln / srt. Kiln's CPU is its process's schedstat over the whole sandbox_exec ` +
+    '(the proxy, the MCP call and starting the exec), so it is what the relay costs the machine, start-up included.');
   return { header, table, notes };
 }
