@@ -314,6 +314,8 @@ async function main() {
     '  the port). Small requests: one curl with a config of 1,000 URLs and `-H "Connection: close"`, so every request is',
     '  a new connection everywhere (Kiln forwards HTTP with Connection: close; curl\'s num_connects is checked to be 1 each).',
     '  The warm-up\'s trace must count the 100 MiB in `result.network.bytes_down`.',
+    '  Kiln\'s relay copies through a 64 KiB buffer per direction; splice(2) between the sockets was tried and measured',
+    '  no faster on this machine (docs/network.md, "Performance").',
     `  Targets: at least ${EGRESS_TARGETS.throughput_vs_floor}x the floor's throughput; under ${EGRESS_TARGETS.added_ms} ms added per request.`,
     '',
   ].join('\n');
