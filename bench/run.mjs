@@ -10,9 +10,11 @@
 //   - static serving (serve.mjs): `kiln serve` vs nginx under wrk
 //   - services (services.mjs): postgres in a sandbox to the first query vs pg_ctl start; a verify clone
 //   - apps (apps.mjs): a tiny Node app behind kiln serve vs nginx proxy_pass; waking a sleeping app
+//   - egress (egress.mjs): the network allowlist proxy: a 100 MiB download and 1,000 small requests
+//     through it vs curl direct on loopback and srt's proxy
 // Environment: KILN_BIN (the binary), KILN_BUILD (build folder, holds the generated search trees),
 // BENCH_QUICK=1 (fewer runs, no 1M-file tree: minutes, for development), BENCH_ONLY=peers|sandbox|
-// scaling|serve|services|apps (print those figures only; REPORT.md is not written), BENCH_SEARCH_SIZES=10000,100000
+// scaling|serve|services|apps|egress (print those figures only; REPORT.md is not written), BENCH_SEARCH_SIZES=10000,100000
 // (override the tree sizes).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -27,6 +29,7 @@ import { concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.m
 import { serveBench, serveTable, SERVE_TARGET } from './serve.mjs';
 import { servicesBench, servicesTable, SERVICE_TARGETS } from './services.mjs';
 import { appsBench, appsTable, APPS_TARGETS } from './apps.mjs';
+import { egressBench, egressTable, EGRESS_TARGETS } from './egress.mjs';
 
 const buildDir = process.env.KILN_BUILD ?? path.join(benchDir, '..', 'build');
 const ONLY = process.env.BENCH_ONLY;
@@ -139,6 +142,7 @@ async function main() {
     if (ONLY === 'serve') { const sv = serveTable(await serveBench({ quick })); show('static serving:', sv, sv.notes); }
     if (ONLY === 'services') { const sc = servicesTable(await servicesBench()); show('services:', sc, sc.notes); }
     if (ONLY === 'apps') { const ap = appsTable(await appsBench()); show('apps:', ap, ap.notes); }
+    if (ONLY === 'egress') { const eg = egressTable(await egressBench()); show('egress:', eg, eg.notes); }
     return;
   }
 
@@ -159,6 +163,8 @@ async function main() {
   show('services: postgres in a sandbox to the first query:', sc, sc.notes);
   const ap = appsTable(await appsBench());
   show('apps: kiln serve vs nginx proxy_pass; waking a sleeping app:', ap, ap.notes);
+  const eg = egressTable(await egressBench());
+  show('egress: the network allowlist proxy vs curl direct and srt (interleaved rounds, medians):', eg, eg.notes);
   const loadEnd = loadAvg();
   const minutes = ((nowMs() - started) / 60000).toFixed(1);
 
@@ -292,6 +298,25 @@ async function main() {
     '- The tiny app (bench/apps.mjs) answers every GET with 1 KiB; kiln runs it published with `publish {app: true, share: public}`',
     '  through MCP (in its strict sandbox), nginx proxies to the same app started directly; the incident tracker is examples/incident-tracker.',
     `  Targets: kiln at least ${APPS_TARGETS.rps_vs_nginx}x nginx's requests per second; a wake under the app's own start + ${APPS_TARGETS.wake_over_start_ms} ms.`,
+    '',
+    '## Egress: the network allowlist proxy',
+    '',
+    ...mdTable(eg.header, eg.table),
+    '',
+    ...eg.notes.map((n) => `- ${n}`),
+    '- The upstream is a Node HTTP server on 127.0.0.1 in its own process (GET /big streams 100 MiB from a 1 MiB buffer,',
+    '  anything else answers 1 KiB). Direct: curl on the host, `--resolve up.test:PORT:127.0.0.1`, no proxy. kiln: one',
+    '  `sandbox_create {network: {allow: ["up.test:PORT"], allow_private: true}}` with `KILN_EGRESS_HOSTS` mapping up.test',
+    '  to 127.0.0.1, each run a `sandbox_exec` of curl in it (the proxy variables are the sandbox\'s own). srt: `srt -s',
+    '  SETTINGS -c ...` with `allowedDomains: ["localhost:PORT"]` (srt lets only localhost name a loopback address and reads',
+    '  no hosts file) and NO_PROXY unset for curl, which srt sets to include localhost. HTTP forward: `curl -o /dev/null',
+    '  http://HOST:PORT/big`; tunnel: the same with `-p` (CONNECT; Kiln allows a non-TLS tunnel because the entry names',
+    '  the port). Small requests: one curl with a config of 1,000 URLs and `-H "Connection: close"`, so every request is',
+    '  a new connection everywhere (Kiln forwards HTTP with Connection: close; curl\'s num_connects is checked to be 1 each).',
+    '  The warm-up\'s trace must count the 100 MiB in `result.network.bytes_down`.',
+    '  Kiln\'s relay copies through a 64 KiB buffer per direction; splice(2) between the sockets was tried and measured',
+    '  no faster on this machine (docs/network.md, "Performance").',
+    `  Targets: at least ${EGRESS_TARGETS.throughput_vs_floor}x the floor's throughput; under ${EGRESS_TARGETS.added_ms} ms added per request.`,
     '',
   ].join('\n');
   fs.writeFileSync(path.join(benchDir, 'REPORT.md'), md);

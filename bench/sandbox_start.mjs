@@ -13,9 +13,15 @@ export const N_SRT = quick ? 5 : 20; // srt is a Node CLI (~0.3-0.8 s a run): fe
 export const SB_TARGETS = { fresh: 3, session: 1.5 }; // ms, median tools/call round trip
 
 export const srtPkg = path.join(benchDir, 'node_modules', '@anthropic-ai', 'sandbox-runtime');
-const srtBin = path.join(benchDir, 'node_modules', '.bin', 'srt');
+export const srtBin = path.join(benchDir, 'node_modules', '.bin', 'srt');
 
-
+// srt leaves a /tmp/srt-mux-<pid>-0.sock (and bridge sockets) behind per run: remove those that
+// were not in /tmp before (`before`: a Set of names).
+export function removeSrtLeftovers(before) {
+  for (const f of fs.readdirSync(os.tmpdir())) {
+    if (!before.has(f) && /^(srt-mux-|claude-(http|socks)-).*\.sock$/.test(f)) fs.rmSync(path.join(os.tmpdir(), f), { force: true });
+  }
+}
 
 // The setups, in table order. `argv` is what runs; `shown` is what the report prints.
 function sandboxPeers(ws, srtSettings) {
@@ -98,10 +104,7 @@ export async function sandboxStartup(ws) {
   } finally {
     if (sandboxId) await c.client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sandboxId } }).catch(() => {});
     await c.close();
-    // srt leaves a /tmp/srt-mux-<pid>-0.sock (and bridge sockets) behind per run: remove ours.
-    for (const f of fs.readdirSync(os.tmpdir())) {
-      if (!tmpBefore.has(f) && /^(srt-mux-|claude-(http|socks)-).*\.sock$/.test(f)) fs.rmSync(path.join(os.tmpdir(), f), { force: true });
-    }
+    removeSrtLeftovers(tmpBefore);
   }
   for (const k of Object.keys(kiln)) kiln[k].ms = kiln[k].times.length ? median(kiln[k].times) : undefined;
   for (const p of peers) p.ms = p.times.length ? median(p.times) : undefined;
