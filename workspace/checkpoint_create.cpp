@@ -61,14 +61,131 @@ Result<WorkspaceCache*> CheckpointStore::Impl::cache_locked(const std::string& w
 
 namespace {
 
+std::string parent_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+bool beneath(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() + 1 && path.starts_with(dir) && path[dir.size()] == '/';
+}
+
+// The last scan with the folders inotify named read again: their direct entries replaced, new
+// subfolders scanned whole, folders that went (or stopped being folders) dropped with their
+// contents. Folders holding a file with other names are always read again (a write through
+// another name tells this folder nothing).
+Result<std::vector<ScanNode>> rescan(const Root& root, const std::vector<ScanNode>& base, std::set<std::string> dirty,
+                                     WorkspaceWatch* watch, std::stop_token stop, ScanResult& notes) {
+  for (const auto& n : base)
+    if (n.entry.type == EntryType::file && n.nlink > 1) dirty.insert(parent_of(n.entry.path));
+  std::unordered_set<std::string> old_dirs;
+  for (const auto& n : base)
+    if (n.entry.type == EntryType::dir) old_dirs.insert(n.entry.path);
+  std::vector<ScanNode> fresh;
+  std::set<std::string> gone;  // folders to drop whole
+  for (const auto& d : dirty) {
+    if (!d.empty() && !old_dirs.count(d)) continue;  // new: scanned whole below, from its parent
+    auto r = scan_workspace(root, stop, watch, d, 1);
+    if (!r) {
+      if (r.error().code == Errc::cancelled) return std::unexpected(r.error());
+      if (d.empty()) return std::unexpected(r.error());
+      gone.insert(d);
+      continue;
+    }
+    for (auto& s : r->skipped) notes.skipped.push_back(std::move(s));
+    notes.skipped_count += r->skipped_count;
+    std::move(r->nodes.begin(), r->nodes.end(), std::back_inserter(fresh));
+  }
+  std::unordered_set<std::string> fresh_dirs;
+  for (const auto& n : fresh)
+    if (n.entry.type == EntryType::dir) fresh_dirs.insert(n.entry.path);
+  // Old folders directly in a re-read folder that are no longer folders there.
+  for (const auto& od : old_dirs)
+    if (dirty.count(parent_of(od)) && !gone.count(parent_of(od)) && !fresh_dirs.count(od)) gone.insert(od);
+  std::vector<ScanNode> out;
+  out.reserve(base.size() + fresh.size());
+  for (const auto& n : base) {
+    const std::string& p = n.entry.path;
+    std::string parent = parent_of(p);
+    if (dirty.count(parent) && !gone.count(parent)) continue;  // replaced by the fresh listing
+    bool dropped = gone.count(p) > 0;
+    for (const auto& g : gone)
+      if (!dropped && beneath(p, g)) dropped = true;
+    if (!dropped) out.push_back(n);
+  }
+  for (auto& n : fresh) {
+    bool is_new_dir = n.entry.type == EntryType::dir && !old_dirs.count(n.entry.path);
+    std::string path = n.entry.path;
+    out.push_back(std::move(n));
+    if (!is_new_dir) continue;
+    auto sub = scan_workspace(root, stop, watch, path, 0);
+    if (!sub) {
+      if (sub.error().code == Errc::cancelled) return std::unexpected(sub.error());
+      continue;  // went again already
+    }
+    std::move(sub->nodes.begin(), sub->nodes.end(), std::back_inserter(out));
+  }
+  std::sort(out.begin(), out.end(), [](const ScanNode& a, const ScanNode& b) { return path_less(a.entry.path, b.entry.path); });
+  return out;
+}
+
 // What create() does with the workspace lock held; `trust_cache` false after a cached hash
 // turned out to have lost its blob (another process collected it), so everything is read again.
 Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const CheckpointRequest& req, std::stop_token stop,
                                      bool trust_cache, bool& retry) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t started_ns = now_ns();
-  auto scanned = scan_workspace(*req.root, stop);
-  if (!scanned) return std::unexpected(scanned.error());
+  WorkspaceCache* wc = nullptr;
+  {
+    std::lock_guard lock(im.mu);
+    auto c = im.cache_locked(req.workspace_id);
+    if (!c) return std::unexpected(c.error());
+    wc = *c;  // std::map: the entry stays put
+  }
+  // Automatic checkpoints trust the watch; a manual one, a restore's and every kFullScanEvery-th
+  // read everything.
+  const bool may_skip = req.reuse_latest && trust_cache && wc->watch && wc->base_valid &&
+                        wc->partial_scans < kFullScanEvery;
+  std::optional<ScanResult> scanned_storage;
+  if (may_skip) {
+    auto dirty = wc->watch->drain();
+    if (!dirty.all) {
+      if (dirty.dirs.empty()) {
+        // Nothing happened: the latest checkpoint is still the state, if it is the one we scanned.
+        std::lock_guard lock(im.mu);
+        db::Statement s(im.db, fmt::format("SELECT {} FROM checkpoints WHERE workspace_id = ?1 AND principal = ?2 "
+                                           "ORDER BY seq DESC LIMIT 1",
+                                           kCheckpointColumns));
+        s.bind(1, req.workspace_id);
+        s.bind(2, req.principal);
+        if (s.next("select latest checkpoint").value_or(false)) {
+          CheckpointInfo l = read_checkpoint_row(s);
+          if (l.root == wc->base_root) {
+            l.reused = true;
+            ++wc->partial_scans;
+            return l;
+          }
+        }
+      }
+      ScanResult r;
+      auto nodes = rescan(*req.root, wc->base, dirty.dirs, wc->watch.get(), stop, r);
+      if (!nodes) return std::unexpected(nodes.error());
+      r.nodes = std::move(*nodes);
+      scanned_storage = std::move(r);
+      ++wc->partial_scans;
+    }
+  }
+  if (!scanned_storage) {
+    if (!wc->watch) wc->watch = WorkspaceWatch::start(req.root->path());
+    if (wc->watch) (void)wc->watch->drain();  // this scan reads everything; older news is moot
+    wc->base_valid = false;
+    auto full = scan_workspace(*req.root, stop, wc->watch.get());
+    if (!full) return std::unexpected(full.error());
+    scanned_storage = std::move(*full);
+    wc->partial_scans = 0;
+  }
+  ScanResult* scanned = &*scanned_storage;
+
   auto& nodes = scanned->nodes;
 
   // Cache lookups, and the misses to hash.
@@ -83,6 +200,10 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       ScanNode& n = nodes[i];
       if (n.entry.type != EntryType::file) continue;
+      if (!n.entry.sha.empty()) {  // unchanged since the last scan, which hashed it
+        ++hits;
+        continue;
+      }
       auto it = (*cache)->entries.find(n.entry.path);
       if (it != (*cache)->entries.end()) {
         const CacheEntry& c = it->second;
@@ -194,8 +315,12 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
   const std::string root = build_trees(flat, [&](const std::string& sha, const std::string& enc, const std::vector<TreeChild>& kids) {
     if (seen.insert(sha).second) emitted.push_back({sha, enc, kids});
   });
-  // One flush before the rows that make the new blobs reachable are committed.
-  if (new_bytes.load() > 0) im.blobs.sync();
+  // One flush before the rows that make the new blobs reachable are committed, for the
+  // checkpoints a person asked for (and a restore's undo point). Automatic ones skip it: a
+  // syncfs costs tens of milliseconds on every run, and what it guards against is a power cut
+  // (a killed process loses nothing from the page cache); after one, a restore names any file
+  // whose content did not reach the disk.
+  if (new_bytes.load() > 0 && (req.trigger == "manual" || req.trigger == "restore")) im.blobs.sync();
 
   CheckpointInfo info;
   info.workspace_id = req.workspace_id;
@@ -341,6 +466,13 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
     if (!m.cacheable) entries.erase(nodes[m.node].entry.path);
   for (auto& [p, e] : learned) entries[p] = std::move(e);
   for (const auto& p : stale) entries.erase(p);
+  // The next automatic checkpoint starts from this scan.
+  wc->base.clear();
+  wc->base.reserve(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (!gone.count(i)) wc->base.push_back(std::move(nodes[i]));
+  wc->base_root = root;
+  wc->base_valid = wc->watch != nullptr;
   if (latest) {
     latest->reused = true;
     return *latest;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "db/statement.h"
 #include "db/transaction.h"
 #include "workspace/checkpoint_scan.h"
+#include "workspace/checkpoint_watch.h"
 #include "workspace/checkpoint_store.h"
 
 namespace kiln::workspace {
@@ -32,7 +34,17 @@ inline constexpr std::int64_t kRacyNs = 1'000'000'000;
 struct WorkspaceCache {
   bool loaded = false;
   std::unordered_map<std::string, CacheEntry> entries;
+  // The last scan (with hashes) and what inotify has heard since: an automatic checkpoint re-reads
+  // only the folders that changed. Touched only under the workspace's lock.
+  std::unique_ptr<WorkspaceWatch> watch;
+  std::vector<ScanNode> base;
+  std::string base_root;
+  bool base_valid = false;
+  int partial_scans = 0;  // since the last full one; a full scan every kFullScanEvery
 };
+// A full scan now and then all the same: a change inotify cannot see (a write through mmap, a
+// file changed through a hard link elsewhere) is caught within this many automatic checkpoints.
+inline constexpr int kFullScanEvery = 50;
 
 struct CheckpointStore::Impl {
   std::string dir;

@@ -2,6 +2,8 @@
 // followed) with an fstatat per entry from the folder's own descriptor.
 #include "workspace/checkpoint_scan.h"
 
+#include "workspace/checkpoint_watch.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,8 +31,12 @@ std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop) {
+Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, WorkspaceWatch* watch,
+                                  const std::string& start, int max_depth) {
   WalkOptions o;
+  o.start = start;
+  o.max_depth = max_depth;
+  if (watch) o.on_folder_open = [watch](const std::string& rel, int fd) { watch->add(rel, fd); };
   const unsigned threads = walk_thread_count(o);
   std::vector<std::vector<ScanNode>> per(threads);
   std::mutex skipped_mu;
@@ -47,6 +53,7 @@ Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop) {
     n.entry.path = std::string(e.path);
     n.entry.mode = std::uint32_t(st.st_mode & 07777);
     n.ino = std::uint64_t(st.st_ino);
+    n.nlink = std::uint64_t(st.st_nlink);
     n.mtime_ns = timespec_ns(st.st_mtim);
     n.ctime_ns = timespec_ns(st.st_ctim);
     if (S_ISREG(st.st_mode)) {

@@ -17,6 +17,7 @@ namespace kiln::workspace {
 struct ScanNode {
   TreeEntry entry;  // sha still empty
   std::uint64_t ino = 0;
+  std::uint64_t nlink = 1;  // a file with other names can change without its folder hearing of it
   std::int64_t mtime_ns = 0, ctime_ns = 0;
   std::string link_target;
 };
@@ -28,7 +29,12 @@ struct ScanResult {
 };
 inline constexpr std::size_t kMaxSkippedShown = 20;
 
-Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop);
+class WorkspaceWatch;
+
+// Everything beneath `start` ("" the root) down to `max_depth` (0: all). With `watch`, every
+// folder met is watched before it is read (and the root first, when start is "").
+Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, WorkspaceWatch* watch = nullptr,
+                                  const std::string& start = {}, int max_depth = 0);
 
 std::int64_t now_ns();
 inline std::int64_t timespec_ns(const struct timespec& t) { return std::int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }

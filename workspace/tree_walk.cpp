@@ -151,6 +151,7 @@ class Walker {
     }
     auto dir = std::make_shared<UniqueFd>(fd);
     task.parent.reset();  // the parent's descriptor is no longer needed by this folder
+    if (opts_.on_folder_open) opts_.on_folder_open(task.rel, fd);
     IgnoreChain::Ptr chain = opts_.include_ignored ? nullptr : extend_ignore_chain(task.ignore, fd, task.rel);
     int child_depth = task.depth + 1;
     bool descend = opts_.max_depth <= 0 || child_depth < opts_.max_depth;

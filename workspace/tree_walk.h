@@ -43,6 +43,9 @@ struct WalkOptions {
   // Called on the calling thread about every tick_interval while the walk runs, so callers
   // can report progress from a thread that owns their transport.
   std::function<void()> on_tick;
+  // Called by a worker with each folder's own descriptor just after opening it and before reading
+  // it (checkpoints add an inotify watch there, so no change made during the walk is missed).
+  std::function<void(const std::string& rel, int dir_fd)> on_folder_open;
   std::chrono::milliseconds tick_interval{100};
 };
 
