@@ -481,9 +481,10 @@ uiTest('Show Changes of Run: after Kiln: Run, the diff editor shows a changed fi
 
   // Kiln: Restore Checkpoint: the checkpoint before that run, a dry-run summary to confirm, the undo id.
   await palette('Kiln: Restore Checkpoint...');
-  const before = page.locator('.quick-input-widget .monaco-list-row', { hasText: /before tr_[0-9a-f]+/ }).first();
+  const before = page.locator('.quick-input-widget .monaco-list-row', { hasText: /before tr_[0-9a-f]{16}/ }).first();
   await before.waitFor({ state: 'visible', timeout: 20000 });
-  const label = /before tr_[0-9a-f]+/.exec(await before.innerText())[0];
+  // (The row's text runs the label into the description: trace ids are tr_ and 16 hex digits.)
+  const label = /before tr_[0-9a-f]{16}/.exec(await before.innerText())[0];
   await answerInput(label);
   const dialog = page.locator('.monaco-dialog-box').first();
   await dialog.waitFor({ state: 'visible', timeout: 20000 });
