@@ -16,7 +16,7 @@ end, {
   complete = function(arglead, cmdline, cursorpos)
     return require('kiln').complete(arglead, cmdline, cursorpos)
   end,
-  desc = 'Kiln: open | run | verify | traces | services | publish | log | restart | stop | status',
+  desc = 'Kiln: open | run | verify | traces | changes | checkpoints | restore | services | publish | log | restart | stop | status',
 })
 
 -- :KilnServices is :Kiln services, for a mapping or a command line that names it directly.

@@ -9,9 +9,8 @@ import * as vscode from 'vscode';
 import { KilnCancelledError, KilnToolError } from './client';
 import type { KilnClient, ToolProgress } from './client';
 import { networkText, refusalsSentence, traceNetworkView } from './network';
-import type { NetworkView } from './network';
-import type { TraceDocumentProvider, TracesProvider } from './traces';
-import { traceUri, VIEW_ID } from './traces';
+import type { RunChanges, TraceDocumentProvider, TracesProvider } from './traces';
+import { changedCount, traceUri, VIEW_ID } from './traces';
 import { applyDiagnostics, planDiagnostics } from './verify';
 import type { VerifyResult } from './verify';
 
@@ -181,14 +180,24 @@ interface ExecResult {
   isolation?: { egress?: unknown };
 }
 
-/** The network log of a run's trace, or undefined (no allowlist, or the trace could not be read). */
-async function networkOf(ctx: CommandContext, traceId: string): Promise<NetworkView | undefined> {
+/** A run's trace record (for its network log and its changes), or undefined when it cannot be read. */
+async function traceRecord(ctx: CommandContext, traceId: string): Promise<{ trace?: { changes?: RunChanges | null } } | undefined> {
   try {
-    return traceNetworkView(await ctx.client.callTool('trace_get', { trace_id: traceId }));
+    return await ctx.client.callTool('trace_get', { trace_id: traceId });
   } catch (e) {
     ctx.log.warn(`trace_get ${traceId}: ${(e as Error).message}`);
     return undefined;
   }
+}
+
+const CHANGE_SIGN = { added: 'A', modified: 'M', deleted: 'D' } as const;
+
+/** "changed: 3 files (1 added, 1 modified, 1 deleted): A notes.txt, M src/case.js, ..." */
+export function changesLine(c: RunChanges): string {
+  const n = changedCount(c);
+  const paths = (c.paths ?? []).slice(0, 10).map((p) => `${CHANGE_SIGN[p.change] ?? '?'} ${p.path}`);
+  const more = n - paths.length;
+  return `changed: ${n} file${n === 1 ? '' : 's'} (${c.added} added, ${c.modified} modified, ${c.deleted} deleted): ${paths.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
 }
 
 const LAST_COMMAND = 'kiln.lastCommand';
@@ -238,15 +247,23 @@ export async function runCommand(ctx: CommandContext, commandArg?: string): Prom
       r.stop_reason === 'exit' ? `exited ${r.exit_code}` : `stopped: ${r.stop_reason}${r.signal ? ` (signal ${r.signal})` : ''}`;
     // With a network allowlist (kiln.json sandbox.network), what it reached and what was refused:
     // the trace has the log (the exec result only says that an allowlist applied).
-    const net = r.isolation?.egress && r.trace_id ? await networkOf(ctx, r.trace_id) : undefined;
+    // The trace also says which files the run changed (checkpoints before and after it).
+    const record = r.trace_id ? await traceRecord(ctx, r.trace_id) : undefined;
+    const net = r.isolation?.egress && record ? traceNetworkView(record) : undefined;
     if (net) for (const l of networkText(net, r.trace_id)) out.appendLine(l);
+    const changes = record?.trace?.changes;
+    const changed = changedCount(changes);
+    if (changes && changed) out.appendLine(changesLine(changes));
     out.appendLine(`[${how} in ${secs} s${r.trace_id ? `, trace ${r.trace_id}` : ''}]`);
     ctx.traces.refresh();
     const refused = net ? refusalsSentence(net) : '';
     const netNote = net ? ` · network: ${net.allowed} allowed, ${net.refused} refused${refused ? `: ${refused}` : ''}` : '';
+    const changeNote = changed ? ` · ${changed} file${changed === 1 ? '' : 's'} changed` : '';
     const show =
       r.stop_reason === 'exit' && r.exit_code === 0 && !net?.refused ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
-    void show(`Kiln: \`${command}\` ${how} (${secs} s)${netNote}`, 'Show Output', 'Open Trace').then((choice) => {
+    const actions = changed ? ['Show Changes', 'Show Output', 'Open Trace'] : ['Show Output', 'Open Trace'];
+    void show(`Kiln: \`${command}\` ${how} (${secs} s)${changeNote}${netNote}`, ...actions).then((choice) => {
+      if (choice === 'Show Changes' && r.trace_id) void vscode.commands.executeCommand('kiln.showRunChanges', r.trace_id);
       if (choice === 'Show Output') out.show();
       if (choice === 'Open Trace' && r.trace_id) void openTrace(r.trace_id);
     });

@@ -3,6 +3,7 @@
 // bar. Every feature is a Kiln tool call; nothing here re-implements one.
 import * as vscode from 'vscode';
 
+import { CHECKPOINT_SCHEME, CheckpointDocumentProvider, restoreCheckpoint, showRunChanges } from './checkpoints';
 import { KilnClient } from './client';
 import type { ClientState } from './client';
 import * as commands from './commands';
@@ -11,7 +12,7 @@ import { firstFolder, readSettings } from './config';
 import { KilnMcpServerProvider, registerMcpProvider } from './mcpProvider';
 import { showServices } from './services';
 import { TRACE_SCHEME, TraceDocumentProvider, TracesProvider, VIEW_ID } from './traces';
-import type { TraceNode } from './traces';
+import type { TraceNode, TraceSummary } from './traces';
 
 export interface KilnApi {
   client: KilnClient;
@@ -54,12 +55,14 @@ export function activate(context: vscode.ExtensionContext): KilnApi {
 
   const traces = new TracesProvider(client);
   const traceDocs = new TraceDocumentProvider(client);
+  const checkpointDocs = new CheckpointDocumentProvider(client);
   const treeView = vscode.window.createTreeView(VIEW_ID, { treeDataProvider: traces, showCollapseAll: true });
   context.subscriptions.push(
     traces,
     traceDocs,
     treeView,
     vscode.workspace.registerTextDocumentContentProvider(TRACE_SCHEME, traceDocs),
+    vscode.workspace.registerTextDocumentContentProvider(CHECKPOINT_SCHEME, checkpointDocs),
     client.onDidUpdateResource((uri) => {
       const m = /^kiln:\/\/trace\/(tr_[A-Za-z0-9_-]+)$/.exec(uri);
       if (m) traceDocs.update(m[1]);
@@ -100,6 +103,12 @@ export function activate(context: vscode.ExtensionContext): KilnApi {
   register('kiln.openTrace', (arg: string | TraceNode) => {
     const id = typeof arg === 'string' ? arg : arg?.type === 'trace' ? arg.trace.trace_id : undefined;
     return id ? commands.openTrace(id, 'record') : undefined;
+  });
+  register('kiln.showRunChanges', (arg?: string | TraceNode) => showRunChanges(ctx, arg));
+  register('kiln.restoreCheckpoint', (arg?: string) => restoreCheckpoint(ctx, typeof arg === 'string' ? arg : undefined));
+  register('kiln.restoreBeforeRun', (arg: string | TraceNode) => {
+    const node: TraceNode | undefined = typeof arg === 'string' ? { type: 'trace', trace: { trace_id: arg } as TraceSummary } : arg;
+    return node ? restoreCheckpoint(ctx, node) : undefined;
   });
   register('kiln.openTraceOutput', (arg: string | TraceNode) => {
     const id = typeof arg === 'string' ? arg : arg?.type === 'trace' ? arg.trace.trace_id : undefined;

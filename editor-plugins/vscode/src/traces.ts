@@ -27,6 +27,28 @@ export interface TraceSummary {
   stop_reason?: string;
   uri: string;
   tests?: { passed?: number; failed?: number; skipped?: number } | null;
+  /** What the run changed (a later Kiln may list it; else trace_get's changes, fetched for the view). */
+  changes?: RunChanges | null;
+}
+
+/** trace_get's trace.changes: what a command run or verify changed in the workspace. */
+export interface RunChanges {
+  added: number;
+  modified: number;
+  deleted: number;
+  paths?: Array<{ path: string; change: 'added' | 'modified' | 'deleted' }>;
+  paths_truncated?: boolean;
+  checkpoint_before?: string;
+  checkpoint_after?: string;
+}
+
+export function changedCount(c: RunChanges | null | undefined): number {
+  return c ? (c.added ?? 0) + (c.modified ?? 0) + (c.deleted ?? 0) : 0;
+}
+
+/** The kinds whose trace records changes (checkpoints around the run). */
+function hasChanges(t: TraceSummary): boolean {
+  return (t.kind === 'exec' || t.kind === 'verify') && !t.parent_id;
 }
 
 interface OutputPage {
@@ -95,12 +117,23 @@ function hasNetworkLog(t: TraceSummary): boolean {
   return t.kind === 'exec' || t.kind === 'service' || t.kind === 'app' || t.kind === 'schedule';
 }
 
-function traceTooltip(t: TraceSummary): vscode.MarkdownString {
+const CHANGE_SIGN = { added: 'A', modified: 'M', deleted: 'D' } as const;
+const HOVER_PATHS = 10;
+
+function traceTooltip(t: TraceSummary, changes?: RunChanges | null): vscode.MarkdownString {
   const md = new vscode.MarkdownString();
   md.appendMarkdown(`**${t.kind}** \`${t.trace_id}\` — ${t.status}\n\n`);
   if (t.command) md.appendCodeblock(t.command, 'sh');
   md.appendMarkdown(`\nstarted ${t.started_at}${t.duration_ms != null ? `, ${t.duration_ms} ms` : ''}`);
   if (t.stop_reason && t.stop_reason !== 'exit') md.appendMarkdown(`, stopped: ${t.stop_reason}`);
+  const n = changedCount(changes);
+  if (changes && n) {
+    md.appendMarkdown(`\n\n**${n} changed** (${changes.added} added, ${changes.modified} modified, ${changes.deleted} deleted) — Show Changes of Run compares them\n\n`);
+    const paths = changes.paths ?? [];
+    for (const p of paths.slice(0, HOVER_PATHS)) md.appendMarkdown(`- ${CHANGE_SIGN[p.change] ?? '?'} \`${p.path}\`\n`);
+    const more = n - Math.min(paths.length, HOVER_PATHS);
+    if (more > 0) md.appendMarkdown(`- ... ${more} more\n`);
+  }
   return md;
 }
 
@@ -109,6 +142,8 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
   readonly onDidChangeTreeData = this.emitter.event;
   /** Extra pages loaded through "Load more" (per parent; '' is the top level). */
   private readonly loaded = new Map<string, { items: TraceSummary[]; cursor?: string }>();
+  /** trace_get's changes of finished runs (they do not change once a run ended). */
+  private readonly changes = new Map<string, RunChanges | null>();
 
   constructor(private readonly client: KilnClient) {}
 
@@ -137,13 +172,17 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
     const bits = [t.parent_id ? 'check' : t.kind, t.status];
     if (t.tests && (t.tests.passed || t.tests.failed)) bits.push(`${t.tests.passed ?? 0} passed, ${t.tests.failed ?? 0} failed`);
     else if (typeof t.exit_code === 'number' && t.kind !== 'verify') bits.push(`exit ${t.exit_code}`);
+    const changes = this.changesOf(t.trace_id);
+    const n = changedCount(changes);
+    if (n) bits.push(`${n} changed`);
     bits.push(ago(t.started_at));
     item.description = bits.join(' · ');
     item.iconPath = statusIcon(t);
-    item.contextValue = `kilnTrace.${t.kind}`;
+    // ".changes": the row offers Show Changes of Run and Restore to Before This Run.
+    item.contextValue = `kilnTrace.${t.kind}${n ? '.changes' : ''}`;
     // A command's hover also shows its network log, which only trace_get has: resolveTreeItem
     // fills it in when the pointer rests on the row (VS Code resolves only an undefined tooltip).
-    if (!hasNetworkLog(t)) item.tooltip = traceTooltip(t);
+    if (!hasNetworkLog(t)) item.tooltip = traceTooltip(t, changes);
     // A service's or app's record says little; its output is its log, which is what people open it for.
     item.command =
       t.kind === 'service' || t.kind === 'app'
@@ -155,9 +194,11 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
   /** On hover: the tooltip with the run's network log (allowlist runs), refusals first. */
   async resolveTreeItem(item: vscode.TreeItem, node: TraceNode, token: vscode.CancellationToken): Promise<vscode.TreeItem> {
     if (node.type !== 'trace' || item.tooltip !== undefined) return item;
-    const md = traceTooltip(node.trace);
+    let md = traceTooltip(node.trace, this.changesOf(node.trace.trace_id));
     try {
       const record = await this.client.callTool<TraceRecord>('trace_get', { trace_id: node.trace.trace_id }, { token });
+      const changes = (record.trace as { changes?: RunChanges | null } | undefined)?.changes;
+      if (changes !== undefined) md = traceTooltip(node.trace, changes);
       const view = traceNetworkView(record);
       if (view) md.appendMarkdown(`\n\n${networkMarkdown(view, node.trace.trace_id)}`);
     } catch {
@@ -179,6 +220,7 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
         page = { items: r.traces ?? [], cursor: r.next_cursor || undefined };
         this.loaded.set(key, page);
       }
+      await this.fillChanges(page.items);
       const nodes: TraceNode[] = page.items.map((trace) => ({ type: 'trace', trace }));
       if (page.cursor) nodes.push({ type: 'more', cursor: page.cursor, parent });
       return nodes;
@@ -195,10 +237,39 @@ export class TracesProvider implements vscode.TreeDataProvider<TraceNode> {
     if (node.parent) args.parent = node.parent;
     const r = await this.client.callTool<TraceListResult>('trace_list', args);
     const page = this.loaded.get(key) ?? { items: [] };
+    await this.fillChanges(r.traces ?? []);
     page.items.push(...(r.traces ?? []));
     page.cursor = r.next_cursor || undefined;
     this.loaded.set(key, page);
     this.emitter.fire();
+  }
+
+  /** What a listed run changed, when known (undefined: not a run with checkpoints, or not read yet). */
+  changesOf(traceId: string): RunChanges | null | undefined {
+    return this.changes.get(traceId);
+  }
+
+  /**
+   * Reads the changes of finished command runs and verifies that trace_list does not carry: one
+   * trace_get each (a few at a time), kept, since a finished run's changes stay as they are.
+   */
+  async fillChanges(items: TraceSummary[]): Promise<void> {
+    const todo: TraceSummary[] = [];
+    for (const t of items) {
+      if (t.changes !== undefined) this.changes.set(t.trace_id, t.changes);
+      else if (hasChanges(t) && t.status !== 'running' && !this.changes.has(t.trace_id)) todo.push(t);
+    }
+    const worker = async (): Promise<void> => {
+      for (let t = todo.shift(); t; t = todo.shift()) {
+        try {
+          const { trace } = await this.client.callTool<{ trace?: { changes?: RunChanges | null } }>('trace_get', { trace_id: t.trace_id });
+          this.changes.set(t.trace_id, trace?.changes ?? null);
+        } catch {
+          // Shown without the count; Show Changes of Run says what is wrong.
+        }
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
   }
 
   dispose(): void {

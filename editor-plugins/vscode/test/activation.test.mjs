@@ -25,7 +25,7 @@ test('manifest: engine ^1.101.0, @types/vscode pinned to it, main is the bundle'
 test('every contributed command is registered, and nothing else', async (t) => {
   const { rec } = await activate({ folders: [tempDir()] }, t);
   assert.deepEqual([...rec.commands.keys()].sort(), [...contributed].sort());
-  for (const id of ['kiln.openWorkspace', 'kiln.runCommand', 'kiln.verify', 'kiln.showTraces', 'kiln.publish', 'kiln.restartServer', 'kiln.showLog']) {
+  for (const id of ['kiln.openWorkspace', 'kiln.runCommand', 'kiln.verify', 'kiln.showTraces', 'kiln.publish', 'kiln.restartServer', 'kiln.showLog', 'kiln.showRunChanges', 'kiln.restoreCheckpoint']) {
     assert.ok(rec.commands.has(id), id);
   }
 });
@@ -33,7 +33,7 @@ test('every contributed command is registered, and nothing else', async (t) => {
 test('commands are named in the palette under the Kiln category; helpers are hidden', () => {
   for (const c of packageJson.contributes.commands) assert.equal(c.category, 'Kiln', c.command);
   const hidden = packageJson.contributes.menus.commandPalette.filter((m) => m.when === 'false').map((m) => m.command);
-  assert.deepEqual(hidden.sort(), ['kiln.loadMoreTraces', 'kiln.openTrace', 'kiln.openTraceOutput', 'kiln.refreshTraces']);
+  assert.deepEqual(hidden.sort(), ['kiln.loadMoreTraces', 'kiln.openTrace', 'kiln.openTraceOutput', 'kiln.refreshTraces', 'kiln.restoreBeforeRun']);
 });
 
 test('the Traces view, the trace document scheme, the log channel and the status bar item are registered', async (t) => {
@@ -42,6 +42,7 @@ test('the Traces view, the trace document scheme, the log channel and the status
     for (const v of views) assert.ok(rec.treeViews.get(v.id)?.treeDataProvider, `tree view ${v.id}`);
   }
   assert.ok(rec.contentProviders.has('kiln-trace'));
+  assert.ok(rec.contentProviders.has('kiln-checkpoint'));
   const log = rec.channels.get('Kiln');
   assert.ok(log && typeof log.info === 'function', 'a log output channel named Kiln');
   assert.match(rec.statusItems[0].text, /Kiln/);
@@ -143,4 +144,14 @@ test('settings contributed: server path, extra arguments, trace level', () => {
   assert.equal(props['kiln.server.path'].default, 'kiln');
   assert.equal(props['kiln.server.extraArgs'].type, 'array');
   assert.deepEqual(props['kiln.trace.server'].enum, ['off', 'messages', 'verbose']);
+});
+
+test('the run changes commands are offered on rows of runs that changed files', () => {
+  const item = packageJson.contributes.menus['view/item/context'];
+  const on = (cmd) => item.filter((m) => m.command === cmd).map((m) => m.when);
+  for (const cmd of ['kiln.showRunChanges', 'kiln.restoreBeforeRun']) {
+    assert.ok(on(cmd).length >= 1, cmd);
+    for (const w of on(cmd)) assert.match(w, /viewItem =~ \/\\\.changes\$\//, cmd);
+  }
+  assert.ok(packageJson.contributes.menus['view/title'].some((m) => m.command === 'kiln.restoreCheckpoint'));
 });

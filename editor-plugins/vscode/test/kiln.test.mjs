@@ -395,3 +395,99 @@ async function vscode_open(rec, traceId) {
   await rec.commands.get('kiln.openTraceOutput')(traceId);
   return rec.shownDocuments.at(-1);
 }
+
+test('Show Changes of Run: a run that changes files says so; the diff editor shows each file before and after; Restore Checkpoint undoes it', { skip }, async (t) => {
+  const dir = copySample();
+  const { rec, vscode } = await kiln(t, [dir]);
+  const read = (rel) => fs.readFileSync(path.join(dir, rel), 'utf8');
+  const origCase = read('src/case.js');
+  const origReadme = read('README.md');
+  rec.inputAnswers.push("sed -i 's/join(.-.)/join(\"_\")/' src/case.js && printf 'line one\\nline two\\n' > notes.txt && rm README.md");
+  const r = await rec.commands.get('kiln.runCommand')();
+  assert.equal(r.exit_code, 0, r.stderr);
+  const afterCase = read('src/case.js');
+  assert.notEqual(afterCase, origCase);
+
+  // Kiln: Run and the notification say what changed, and offer Show Changes.
+  const out = rec.channels.get('Kiln: Run').text();
+  assert.match(out, /changed: 3 files \(1 added, 1 modified, 1 deleted\): D README\.md, A notes\.txt, M src\/case\.js\n\[exited 0 in [\d.]+ s, trace tr_[0-9a-f]+\]/);
+  const m = rec.messages.at(-1);
+  assert.match(m.text, /exited 0 \([\d.]+ s\) · 3 files changed$/);
+  assert.deepEqual(m.items, ['Show Changes', 'Show Output', 'Open Trace']);
+
+  // The Traces view: "3 changed" on the row, the paths in its hover, the commands on its menu.
+  const provider = rec.treeViews.get('kiln.traces').treeDataProvider;
+  const node = (await provider.getChildren()).find((n) => n.trace?.trace_id === r.trace_id);
+  const item = provider.getTreeItem(node);
+  assert.match(item.description, /^exec · pass · exit 0 · 3 changed · /);
+  assert.equal(item.contextValue, 'kilnTrace.exec.changes');
+  const hover = (await provider.resolveTreeItem(item, node, new vscode.CancellationTokenSource().token)).tooltip.value;
+  assert.match(hover, /\*\*3 changed\*\* \(1 added, 1 modified, 1 deleted\)[^\n]*\n\n- D `README\.md`\n- A `notes\.txt`\n- M `src\/case\.js`\n/);
+
+  // Show Changes of Run on the row: the changed files to pick from; the diff editor opens.
+  rec.quickPickAnswers.push((items) => items.find((i) => i.label.endsWith(' src/case.js')));
+  const shown = await rec.commands.get('kiln.showRunChanges')(node);
+  assert.deepEqual(rec.lastQuickPick.items.map((i) => i.label), ['$(diff-removed) README.md', '$(diff-added) notes.txt', '$(diff-modified) src/case.js']);
+  assert.match(rec.lastQuickPick.items[2].description, /^modified · 647 B → 647 B$/);
+  const diffCall = rec.executed.find((e) => e.id === 'vscode.diff');
+  assert.ok(diffCall, 'vscode.diff executed');
+  const [left, right, title] = diffCall.args;
+  assert.equal(left.scheme, 'kiln-checkpoint');
+  assert.equal(left.path, `/${shown.left.path.split('/')[1]}/src/case.js`);
+  assert.equal(title, `case.js (modified by ${r.trace_id}: before ↔ after)`);
+  assert.equal((await vscode.workspace.openTextDocument(left)).getText(), origCase, 'left: the file before the run');
+  assert.equal(right.scheme, 'file', 'right: the file itself, still as the run left it');
+  assert.equal(right.fsPath, path.join(dir, 'src', 'case.js'));
+
+  // Edited after the run: the right side is the run's version (read-only), the left still the original.
+  fs.writeFileSync(path.join(dir, 'src', 'case.js'), `// edited later\n${afterCase}`);
+  rec.quickPickAnswers.push((items) => items.find((i) => i.label.endsWith(' src/case.js')));
+  const again = await rec.commands.get('kiln.showRunChanges')(r.trace_id);
+  assert.equal(again.right.scheme, 'kiln-checkpoint');
+  assert.equal((await vscode.workspace.openTextDocument(again.left)).getText(), origCase);
+  assert.equal((await vscode.workspace.openTextDocument(again.right)).getText(), afterCase);
+
+  // A deleted file: its text on the left, nothing on the right; an added one the other way round.
+  rec.quickPickAnswers.push((items) => items.find((i) => i.label.endsWith(' README.md')));
+  const del = await rec.commands.get('kiln.showRunChanges')(r.trace_id);
+  assert.equal((await vscode.workspace.openTextDocument(del.left)).getText(), origReadme);
+  assert.equal((await vscode.workspace.openTextDocument(del.right)).getText(), '');
+  rec.quickPickAnswers.push((items) => items.find((i) => i.label.endsWith(' notes.txt')));
+  const add = await rec.commands.get('kiln.showRunChanges')(r.trace_id);
+  assert.equal((await vscode.workspace.openTextDocument(add.left)).getText(), '');
+  assert.equal(add.right.scheme, 'file');
+
+  // Restore Files to Before This Run: a dry run, a modal confirmation listing it, the undo id.
+  rec.messageAnswers.push('Restore');
+  const restored = await rec.commands.get('kiln.restoreBeforeRun')(node);
+  const confirm = rec.messages.at(-2);
+  assert.equal(confirm.kind, 'warning');
+  assert.match(confirm.text, /^Restore checkpoint cp_[0-9a-f]+ \(before run tr_[0-9a-f]+\)\?$/);
+  assert.deepEqual(confirm.items, ['Restore']);
+  assert.deepEqual([...restored.restored].sort(), ['README.md', 'src/case.js']);
+  assert.deepEqual(restored.deleted, ['notes.txt']);
+  assert.equal(read('src/case.js'), origCase);
+  assert.equal(read('README.md'), origReadme);
+  assert.ok(!fs.existsSync(path.join(dir, 'notes.txt')));
+  const done = rec.messages.at(-1);
+  assert.equal(done.text, `Kiln: restored ${shown.left.path.split('/')[1]}: 2 files restored, 1 deleted. Undo: checkpoint ${restored.checkpoint_before}`);
+  assert.deepEqual(done.items, ['Undo', 'Copy Undo Id']);
+
+  // Kiln: Restore Checkpoint, picking the undo checkpoint from checkpoint_list: the edit is back.
+  rec.quickPickAnswers.push((items) => items.find((i) => i.id === restored.checkpoint_before));
+  rec.messageAnswers.push('Restore');
+  const undone = await rec.commands.get('kiln.restoreCheckpoint')();
+  assert.ok(rec.lastQuickPick.items.some((i) => /^\$\(discard\) /.test(i.label) && /^restore · /.test(i.description)), JSON.stringify(rec.lastQuickPick.items.slice(0, 3)));
+  assert.ok(undone.checkpoint_before);
+  assert.equal(read('src/case.js'), `// edited later\n${afterCase}`);
+  assert.ok(fs.existsSync(path.join(dir, 'notes.txt')));
+
+  // Declining the confirmation changes nothing.
+  rec.messageAnswers.push(undefined);
+  assert.equal(await rec.commands.get('kiln.restoreCheckpoint')(shown.left.path.split('/')[1]), undefined);
+  assert.match(rec.messages.at(-1).text, /^Restore checkpoint cp_/);
+  assert.ok(fs.existsSync(path.join(dir, 'notes.txt')));
+  // Already as it was: nothing to confirm.
+  assert.deepEqual((await rec.commands.get('kiln.restoreCheckpoint')(restored.checkpoint_before)).restored, []);
+  assert.match(rec.messages.at(-1).text, /already are as cp_[0-9a-f]+ recorded them: nothing to restore$/);
+});

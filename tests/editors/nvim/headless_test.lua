@@ -190,7 +190,7 @@ T.test('the plugin defines :Kiln with completion of subcommands and their argume
   T.eq(vim.fn.exists(':Kiln'), 2, ':Kiln exists')
   T.eq(vim.g.loaded_kiln, 1, 'g:loaded_kiln')
   T.eq(vim.fn.getcompletion('Kiln ', 'cmdline'), kiln.subcommands, 'subcommands')
-  T.eq(vim.fn.getcompletion('Kiln re', 'cmdline'), { 'restart' }, 'prefix')
+  T.eq(vim.fn.getcompletion('Kiln resta', 'cmdline'), { 'restart' }, 'prefix')
   local tr = vim.fn.getcompletion('Kiln traces ', 'cmdline')
   T.ok(vim.tbl_contains(tr, 'verify') and vim.tbl_contains(tr, 'fail'), 'traces kinds and statuses: ' .. vim.inspect(tr))
   T.eq(vim.fn.getcompletion('Kiln publish src ', 'cmdline'), { 'public', 'password', 'invite' }, 'share modes')
@@ -305,6 +305,9 @@ T.test('tools/list offers every tool kiln.nvim calls, with the arguments it pass
     sandbox_create = { 'services' },
     service_list = { 'sandbox_id' },
     service_restart = { 'sandbox_id', 'name' },
+    checkpoint_list = { 'limit' },
+    checkpoint_diff = { 'from', 'to', 'path', 'offset', 'limit' },
+    checkpoint_restore = { 'checkpoint_id', 'dry_run' },
   }
   for name, args in pairs(used) do
     T.ok(by[name], 'server has ' .. name)
@@ -678,6 +681,203 @@ end
 
 T.test(':Kiln run and the trace buffer show a network allowlist run\'s log: refusals first, what to add, capped', network_test)
 
+-- :Kiln changes / checkpoints / restore ----------------------------------------------------------
+T.test('undoing a unified diff: context, several hunks, added and deleted files, no newline at the end, misfits refused', function()
+  local cp = require('kiln.checkpoints')
+  T.eq(cp.reverse_apply('a\nb\nc\nD\ne\nf\ng\n', '--- a/x\n+++ b/x\n@@ -1,7 +1,7 @@\n a\n b\n c\n-d\n+D\n e\n f\n g\n'), 'a\nb\nc\nd\ne\nf\ng\n', 'one change')
+  local before = '1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n'
+  local after = '0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n12\n'
+  T.eq(cp.reverse_apply(after, '--- a/x\n+++ b/x\n@@ -1,3 +1,4 @@\n+0\n 1\n 2\n 3\n@@ -9,4 +10,3 @@\n 9\n 10\n-11\n 12\n'), before, 'two hunks')
+  T.eq(cp.reverse_apply('one\ntwo\n', '--- a/n\n+++ b/n\n@@ -0,0 +1,2 @@\n+one\n+two\n'), '', 'an added file')
+  T.eq(cp.reverse_apply('', '--- a/n\n+++ b/n\n@@ -1,2 +0,0 @@\n-one\n-two\n'), 'one\ntwo\n', 'a deleted file')
+  T.eq(cp.reverse_apply('a\nc', '--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n'), 'a\nb', 'no newline')
+  T.eq(cp.reverse_apply('a\n', '--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n'), 'a', 'a newline added')
+  local r, err = cp.reverse_apply('a\nX\nc\n', '--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n')
+  T.eq(r, nil, 'a misfit')
+  T.match(err, 'does not fit', 'a misfit says so')
+  r, err = cp.reverse_apply('a\nB\n', '--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n')
+  T.match(err, 'cut short', 'a truncated diff')
+end)
+
+local function wait_buf(name, pat, what)
+  local buf
+  T.wait(20000, function()
+    buf = find_buf(name)
+    return buf and buf == vim.api.nvim_get_current_buf() and T.text(buf):find(pat)
+  end, what)
+  return buf
+end
+
+-- The two windows of the diff split in the current tab page: left (before) and right.
+local function diff_windows(what)
+  local wins
+  T.wait(20000, function()
+    wins = vim.api.nvim_tabpage_list_wins(0)
+    return #wins == 2 and vim.wo[wins[1]].diff and vim.wo[wins[2]].diff
+  end, what)
+  return vim.api.nvim_win_get_buf(wins[1]), vim.api.nvim_win_get_buf(wins[2])
+end
+
+local function close_tab()
+  vim.cmd('diffoff!')
+  vim.cmd('silent! tabonly!')
+  vim.cmd('silent! only!')
+  vim.cmd('enew')
+end
+
+T.test(':Kiln changes lists what a run changed; <CR> opens a vertical diff split of before and after; :Kiln checkpoints, :Kiln restore undo it', function()
+  local case, readme = WS .. '/src/case.js', WS .. '/README.md'
+  local orig_case, orig_readme = vim.fn.readfile(case), vim.fn.readfile(readme)
+  local run = kiln.run([[sed -i 's/join(.-.)/join("_")/' src/case.js && printf 'line one\nline two\n' > notes.txt && rm README.md]])
+  T.wait(30000, function()
+    return run_finished(run)
+  end, 'the run')
+  local l = T.lines(run.buf)
+  T.match(l[#l], '^%[exit 0 · [%d%.]+m?s · trace tr_%w+ · 3 changed%]$', 'the footer counts the changes')
+  T.match(l[#l - 1], '^changed: 3 files %(1 added, 1 modified, 1 deleted%): D README%.md, A notes%.txt, M src/case%.js · :Kiln changes tr_%w+$', 'and names them')
+  local id = nn_id(state.last_run)
+  local after_case = vim.fn.readfile(case)
+  T.ok(not vim.deep_equal(after_case, orig_case), 'the run changed src/case.js')
+  vim.cmd('close')
+
+  -- :Kiln changes ID: the files, with what happened to each.
+  vim.cmd('Kiln changes ' .. id)
+  local buf = wait_buf('^kiln://changes/' .. id .. '$', '3 changed', 'the changes buffer')
+  local lines = T.lines(buf)
+  T.match(lines[1], '^Kiln changes of ' .. id .. ' %(sed ', 'title')
+  T.match(lines[2], '^D  README%.md +1%.4 KiB$', 'deleted')
+  T.match(lines[3], '^A  notes%.txt +18 B$', 'added')
+  T.match(lines[4], '^M  src/case%.js +647 B → 647 B$', 'modified')
+  T.eq(vim.bo[buf].modifiable, false, 'read-only')
+
+  -- <CR> on src/case.js: a new tab page, the file before the run on the left, the file itself on the right.
+  vim.api.nvim_win_set_cursor(0, { 4, 0 })
+  feed('<CR>')
+  local left, right = diff_windows('the diff split')
+  T.eq(vim.fn.tabpagenr('$'), 2, 'a tab page of its own')
+  T.match(vim.api.nvim_buf_get_name(left), '^kiln://checkpoint/cp_%w+/src/case%.js$', 'left: the checkpoint before')
+  T.eq(T.lines(left), orig_case, 'left: the text before the run')
+  T.eq(vim.bo[left].modifiable, false, 'left is read-only')
+  T.eq(vim.bo[left].filetype, 'javascript', 'left has the filetype of the file')
+  T.eq(vim.api.nvim_buf_get_name(right), case, 'right: the file itself')
+  T.eq(T.lines(right), after_case, 'right: the text after the run')
+  T.ok(vim.fn.winwidth(vim.fn.win_getid(1)) < vim.o.columns, 'side by side (vertical)')
+  close_tab()
+
+  -- Edited since: the right side is the run's version, read-only.
+  vim.fn.writefile(vim.list_extend({ '// edited later' }, vim.deepcopy(after_case)), case)
+  vim.cmd('checktime')
+  vim.cmd('Kiln changes ' .. id)
+  wait_buf('^kiln://changes/' .. id .. '$', '3 changed', 'the changes buffer again')
+  vim.api.nvim_win_set_cursor(0, { 4, 0 })
+  feed('<CR>')
+  left, right = diff_windows('the diff split of an edited file')
+  T.eq(T.lines(left), orig_case, 'left: before')
+  T.match(vim.api.nvim_buf_get_name(right), '^kiln://checkpoint/cp_%w+/src/case%.js$', 'right: the checkpoint after')
+  T.eq(T.lines(right), after_case, 'right: the text the run left')
+  close_tab()
+
+  -- A deleted file: its text on the left, an empty buffer on the right.
+  vim.cmd('Kiln changes ' .. id)
+  wait_buf('^kiln://changes/' .. id .. '$', '3 changed', 'the changes buffer')
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  feed('<CR>')
+  left, right = diff_windows('the diff split of a deleted file')
+  T.eq(T.lines(left), orig_readme, 'README before')
+  T.eq(T.lines(right), { '' }, 'nothing after')
+  close_tab()
+
+  -- The trace buffer lists them too; <CR> on one opens its diff.
+  vim.cmd('Kiln traces ' .. id)
+  local tbuf = wait_buf('^kiln://trace/' .. id .. '$', 'changed', 'the trace')
+  local tl = T.lines(tbuf)
+  local at = line_matching(tl, '^changed +3 files %(1 added, 1 modified, 1 deleted%)')
+  T.ok(at, 'the trace says what changed: ' .. table.concat(tl, '\n'))
+  T.eq({ tl[at + 1], tl[at + 2], tl[at + 3] }, { '  D README.md', '  A notes.txt', '  M src/case.js' }, 'the paths')
+  vim.api.nvim_win_set_cursor(0, { at + 3, 0 })
+  feed('<CR>')
+  left, right = diff_windows('the diff split from the trace')
+  T.eq(T.lines(left), orig_case, 'from the trace: before')
+  close_tab()
+
+  -- :Kiln checkpoints: newest first, the run's before and after.
+  vim.cmd('Kiln checkpoints')
+  local cbuf = wait_buf('^kiln://checkpoints$', 'before ' .. id, 'the checkpoints')
+  local cl = T.lines(cbuf)
+  local before_line = line_matching(cl, 'before ' .. id)
+  T.ok(line_matching(cl, 'after ' .. id) < before_line, 'newest first')
+  local before_cp = cl[before_line]:match('^(cp_%w+) +exec ')
+  T.ok(before_cp, 'a row: ' .. cl[before_line])
+
+  -- :Kiln restore ID: a confirmation listing the dry run; declined, nothing changes.
+  local asked = {}
+  local orig_confirm = vim.fn.confirm
+  local answer = 2
+  vim.fn.confirm = function(msg, choices)
+    asked[#asked + 1] = { msg = msg, choices = choices }
+    return answer
+  end
+  local ok, err = pcall(function()
+    local from = T.mark()
+    vim.cmd('Kiln restore ' .. before_cp)
+    T.wait(20000, function()
+      return T.note('cancelled', nil, from)
+    end, 'the cancelled restore')
+    T.match(asked[1].msg, '^Kiln: restore checkpoint ' .. before_cp .. '%? Files: 2 restored %(README%.md, src/case%.js%); 1 deleted %(notes%.txt%)', 'the question')
+    T.eq(asked[1].choices, '&Restore\n&Cancel', 'the choices')
+    T.eq(vim.fn.filereadable(WS .. '/notes.txt'), 1, 'declined: nothing restored')
+
+    -- Confirmed (R in the checkpoints buffer): the files as before the run, and the undo id.
+    answer = 1
+    from = T.mark()
+    vim.api.nvim_set_current_buf(cbuf)
+    vim.api.nvim_win_set_cursor(0, { before_line, 0 })
+    feed('R')
+    T.wait(20000, function()
+      return T.note('restored ' .. before_cp, nil, from)
+    end, 'the restore')
+    local n = T.note('restored ' .. before_cp, nil, from)
+    T.match(n.msg, 'restored ' .. before_cp .. ': 2 files restored, 1 deleted; undo: :Kiln restore cp_%w+$', 'the message')
+    T.eq(vim.fn.readfile(case), orig_case, 'src/case.js back')
+    T.eq(vim.fn.readfile(readme), orig_readme, 'README.md back')
+    T.eq(vim.fn.filereadable(WS .. '/notes.txt'), 0, 'notes.txt gone')
+    local undo = n.msg:match('(cp_%w+)$')
+
+    -- The undo checkpoint brings the edit back; restoring the same state again has nothing to do.
+    from = T.mark()
+    vim.cmd('Kiln restore ' .. undo)
+    T.wait(20000, function()
+      return T.note('restored ' .. undo, nil, from)
+    end, 'the undo')
+    T.eq(vim.fn.readfile(case)[1], '// edited later', 'the edit is back')
+    from = T.mark()
+    vim.cmd('Kiln restore ' .. undo)
+    T.wait(20000, function()
+      return T.note('nothing to restore', nil, from)
+    end, 'nothing to restore')
+    -- Back to the sample as it was, for the tests after this one.
+    from = T.mark()
+    vim.cmd('Kiln restore ' .. before_cp)
+    T.wait(20000, function()
+      return T.note('restored ' .. before_cp, nil, from)
+    end, 'the restore again')
+  end)
+  vim.fn.confirm = orig_confirm
+  close_tab()
+  T.ok(ok, tostring(err))
+  T.eq(vim.fn.readfile(case), orig_case, 'the sample as it was')
+  T.eq(vim.fn.filereadable(WS .. '/notes.txt'), 0, 'no notes.txt')
+
+  -- Mistakes are messages.
+  local from = T.mark()
+  vim.cmd('Kiln restore')
+  T.ok(T.note('restore needs a checkpoint id', ERROR, from), 'no id')
+  vim.cmd('Kiln restore cp_nope')
+  T.wait(10000, function()
+    return T.note('no checkpoint cp_nope', ERROR, from)
+  end, 'an unknown checkpoint')
+end)
+
 T.test(':Kiln publish PATH publishes, copies the URL to registers, and kiln serve answers it', function()
   vim.fn.mkdir(WS .. '/site', 'p')
   vim.fn.writefile({ '<h1>published from neovim</h1>' }, WS .. '/site/index.html')
@@ -1017,7 +1217,7 @@ T.test('doc/kiln.txt: helptags build, and :help finds the commands and options',
   vim.fn.writefile(vim.fn.readfile(src), rt .. '/doc/kiln.txt')
   vim.cmd('helptags ' .. vim.fn.fnameescape(rt .. '/doc'))
   vim.opt.rtp:prepend(rt)
-  for _, tag in ipairs({ 'kiln', 'kiln-setup', ':Kiln', ':Kiln-open', ':Kiln-run', ':Kiln-verify', ':Kiln-traces', ':Kiln-services',
+  for _, tag in ipairs({ 'kiln', 'kiln-setup', ':Kiln', ':Kiln-open', ':Kiln-run', ':Kiln-verify', ':Kiln-traces', ':Kiln-changes', ':Kiln-checkpoints', ':Kiln-restore', ':Kiln-services',
     ':KilnServices', ':Kiln-publish', ':Kiln-log', ':Kiln-restart', ':Kiln-stop', ':Kiln-status', 'kiln-health', 'kiln-api' }) do
     local ok, err = pcall(vim.cmd, 'help ' .. tag)
     T.ok(ok, ':help ' .. tag .. ': ' .. tostring(err))

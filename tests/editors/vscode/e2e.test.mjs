@@ -438,6 +438,69 @@ uiTest('Run Command with a network allowlist: the notification names the refusal
   }
 });
 
+uiTest('Show Changes of Run: after Kiln: Run, the diff editor shows a changed file before and after; Restore Checkpoint puts it back', { timeout: 120000 }, async () => {
+  const readme = path.join(ws, 'README.md');
+  const orig = fs.readFileSync(readme, 'utf8');
+  await palette('Kiln: Run Command in Sandbox...');
+  await answerInput("sed -i 's/A tiny JavaScript library/A tiny JS library, edited by a run,/' README.md && printf 'added by the run\\n' > notes.txt");
+  await waitForNotification(/exited 0 \([\d.]+ s\) · 2 files changed/, 45000);
+  assert.match(fs.readFileSync(readme, 'utf8'), /A tiny JS library, edited by a run,/);
+  // The notification's Show Changes: the changed files in a quick pick.
+  await page.locator('.notifications-toasts .notification-toast .monaco-button', { hasText: 'Show Changes' }).first().click();
+  const rows = page.locator('.quick-input-widget .monaco-list-row');
+  await rows.filter({ hasText: 'notes.txt' }).first().waitFor({ state: 'visible', timeout: 20000 });
+  const listed = visibleText((await rows.allInnerTexts()).join('\n'));
+  assert.match(listed, /README\.md[\s\S]*modified · 1\.4 KiB → 1\.4 KiB/, listed);
+  assert.match(listed, /notes\.txt[\s\S]*added · 17 B/, listed);
+  assert.match(await page.locator('.quick-input-widget').innerText(), /2 files changed by tr_[0-9a-f]+/);
+  await shot('08-run-changes-pick');
+  await answerInput('README');
+  // vscode.diff: the file before the run (kiln-checkpoint:, read-only) against the file now.
+  const tab = page.locator('.tabs-container .tab', { hasText: /README\.md \(modified by tr_[0-9a-f]+: before ↔ after\)/ }).first();
+  await tab.waitFor({ state: 'visible', timeout: 20000 });
+  const sideText = (side) =>
+    page.evaluate((s) => (document.querySelector(`.monaco-diff-editor .editor.${s} .view-lines`)?.textContent ?? '').replace(/\u00a0/g, ' '), side);
+  await page.waitForFunction(
+    () => /A tiny JavaScript library with no dependencies/.test((document.querySelector('.monaco-diff-editor .editor.original .view-lines')?.textContent ?? '').replace(/\u00a0/g, ' ')),
+    null,
+    { timeout: 20000 },
+  );
+  assert.match(await sideText('original'), /^# textkit.*A tiny JavaScript library with no dependencies/);
+  assert.match(await sideText('modified'), /A tiny JS library, edited by a run, with no dependencies/);
+  assert.doesNotMatch(await sideText('original'), /edited by a run/);
+  await shot('09-run-changes-diff');
+  await clearNotifications();
+
+  // The Traces view: the run's row says how many files it changed.
+  await palette('Kiln: Show Traces');
+  const view = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Traces' }) }).first();
+  const row = view.locator('.monaco-list-row', { hasText: 'edited by a run' }).first();
+  await row.waitFor({ state: 'visible', timeout: 20000 });
+  assert.match(visibleText(await row.innerText()), /exec · pass · exit 0 · 2 changed/);
+  await shot('10-traces-changed');
+
+  // Kiln: Restore Checkpoint: the checkpoint before that run, a dry-run summary to confirm, the undo id.
+  await palette('Kiln: Restore Checkpoint...');
+  const before = page.locator('.quick-input-widget .monaco-list-row', { hasText: /before tr_[0-9a-f]{16}/ }).first();
+  await before.waitFor({ state: 'visible', timeout: 20000 });
+  // (The row's text runs the label into the description: trace ids are tr_ and 16 hex digits.)
+  const label = /before tr_[0-9a-f]{16}/.exec(await before.innerText())[0];
+  await answerInput(label);
+  const dialog = page.locator('.monaco-dialog-box').first();
+  await dialog.waitFor({ state: 'visible', timeout: 20000 });
+  const asked = visibleText(await dialog.innerText());
+  assert.match(asked, /Restore checkpoint cp_[0-9a-f]+\?/);
+  assert.match(asked, /1 restored \(README\.md\); 1 deleted \(notes\.txt\)/);
+  await shot('11-restore-confirm');
+  await dialog.locator('.monaco-button', { hasText: 'Restore' }).first().click();
+  await waitForNotification(/restored cp_[0-9a-f]+: 1 file restored, 1 deleted\. Undo: checkpoint cp_[0-9a-f]+/, 30000);
+  assert.equal(fs.readFileSync(readme, 'utf8'), orig);
+  assert.ok(!fs.existsSync(path.join(ws, 'notes.txt')));
+  await shot('12-restore-done');
+  await palette('View: Close All Editors');
+  await clearNotifications();
+});
+
 uiTest('Services: with no sandbox running services and none declared, it says so', { timeout: 60000 }, async () => {
   await palette('Kiln: Services');
   await waitForNotification(/Kiln: no sandbox runs services, and kiln\.json declares none/, 30000);

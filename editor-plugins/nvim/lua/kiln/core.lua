@@ -9,13 +9,14 @@ local levels = vim.log.levels
 
 local M = {}
 
-M.subcommands = { 'open', 'run', 'verify', 'traces', 'services', 'publish', 'log', 'restart', 'stop', 'status' }
+M.subcommands = { 'open', 'run', 'verify', 'traces', 'changes', 'checkpoints', 'restore', 'services', 'publish', 'log', 'restart', 'stop',
+  'status' }
 M.trace_kinds = { 'exec', 'verify', 'publish', 'service', 'app', 'schedule' }
 M.trace_statuses = { 'running', 'pass', 'fail', 'error', 'interrupted' }
 M.share_modes = { 'public', 'password', 'invite' }
 -- The tools this plugin calls; :checkhealth checks the server offers them.
 M.tools_used = { 'workspace_open', 'sandbox_exec', 'verify', 'trace_list', 'trace_get', 'publish', 'sandbox_list',
-  'sandbox_create', 'service_list', 'service_restart' }
+  'sandbox_create', 'service_list', 'service_restart', 'checkpoint_list', 'checkpoint_diff', 'checkpoint_restore' }
 
 M.state = {
   session = nil, -- the current mcp session

@@ -11,6 +11,7 @@ local verify = require('kiln.verify')
 local traces = require('kiln.traces')
 local publish = require('kiln.publish')
 local services = require('kiln.services')
+local checkpoints = require('kiln.checkpoints')
 
 local nn = mcp.nn
 local levels = vim.log.levels
@@ -39,6 +40,9 @@ M.publish = publish.publish
 M.services = services.services
 M.service_restart = services.restart
 M.services_start = services.start
+M.changes = checkpoints.changes
+M.checkpoints = checkpoints.checkpoints
+M.restore = checkpoints.restore
 
 -- kiln.last_verify and kiln.last_run: the last finished results.
 setmetatable(M, {
@@ -219,6 +223,18 @@ local handlers = {
       end
     end
     M.traces(filter)
+  end,
+  changes = function(_, argv)
+    if argv[1] and argv[1]:match('^cp_') then
+      return checkpoints.since(argv[1])
+    end
+    M.changes(argv[1])
+  end,
+  checkpoints = function()
+    M.checkpoints()
+  end,
+  restore = function(_, argv)
+    M.restore(argv[1])
   end,
   services = function()
     M.services()

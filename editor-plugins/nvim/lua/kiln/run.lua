@@ -1,6 +1,7 @@
 -- :Kiln run: a shell command in a fresh sandbox (sandbox_exec), its output streamed from
 -- notifications/progress into a scratch buffer, <C-c> there cancels it.
 local config = require('kiln.config')
+local checkpoints = require('kiln.checkpoints')
 local core = require('kiln.core')
 local mcp = require('kiln.mcp')
 local network = require('kiln.network')
@@ -118,10 +119,9 @@ function M.run(cmd, cb)
         core.fire('KilnRunDone')
         done(cb, nil, res, info)
       end
-      -- With a network allowlist (kiln.json sandbox.network) the trace has the network log; the
-      -- result only says that an allowlist applied.
-      local iso = nn(res and res.isolation)
-      if type(iso) == 'table' and nn(iso.egress) and nn(res.trace_id) then
+      -- The trace has what the run changed (checkpoints before and after) and, with a network
+      -- allowlist (kiln.json sandbox.network), the network log; the result has neither.
+      if nn(res and res.trace_id) then
         return core.call('trace_get', { trace_id = res.trace_id }, function(gerr, got)
           finish(not gerr and type(got) == 'table' and nn(got.trace) or nil)
         end)
@@ -161,10 +161,23 @@ function M._finish(run, res, trace)
     parts[#parts + 1] = 'output truncated: see the trace'
   end
   parts[#parts + 1] = 'trace ' .. (nn(res.trace_id) or '-')
-  local net = network.view(trace)
+  local net = nn(res.isolation) and nn(res.isolation.egress) and network.view(trace) or nil
   local extra = {}
+  local changed, n = checkpoints.summary(trace and trace.changes)
+  if changed then
+    parts[#parts] = parts[#parts] .. ' · ' .. n .. ' changed'
+    local names = {}
+    for i, p in ipairs(nn(trace.changes.paths) or {}) do
+      if i > 10 then
+        names[#names + 1] = '…'
+        break
+      end
+      names[#names + 1] = ({ added = 'A', modified = 'M', deleted = 'D' })[p.change] .. ' ' .. p.path
+    end
+    extra[1] = { 'changed: ' .. changed .. ': ' .. table.concat(names, ', ') .. ' · :Kiln changes ' .. tostring(nn(res.trace_id)), 'KilnDim' }
+  end
   if net then
-    extra[1] = { 'network: ' .. net.summary, net.refused > 0 and 'KilnFail' or 'KilnDim' }
+    extra[#extra + 1] = { 'network: ' .. net.summary, net.refused > 0 and 'KilnFail' or 'KilnDim' }
     vim.list_extend(extra, network.lines(net, '  ', nn(res.trace_id)))
   end
   run_footer(run, '[' .. table.concat(parts, ' · ') .. ']', code == 0 and 'KilnPass' or 'KilnFail', extra)

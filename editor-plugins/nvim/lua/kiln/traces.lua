@@ -1,5 +1,6 @@
 -- :Kiln traces: trace_list in a scratch buffer, trace_get for one trace; <CR> follows rows,
 -- steps and file:line references.
+local checkpoints = require('kiln.checkpoints')
 local config = require('kiln.config')
 local core = require('kiln.core')
 local mcp = require('kiln.mcp')
@@ -88,6 +89,13 @@ local function open_under_cursor()
   if line == MORE and state.views[buf] then
     return traces_load(buf, true)
   end
+  -- A file the run changed ("  M path" under "changed"): the diff split.
+  local trace_id = vim.api.nvim_buf_get_name(buf):match('^kiln://trace/(tr_%w+)$')
+  local rows = trace_id and state.views[buf] and state.views[buf].changed_rows
+  local changed_path = rows and rows[vim.api.nvim_win_get_cursor(0)[1]]
+  if changed_path then
+    return M.open_change(trace_id, changed_path)
+  end
   local id = line:match('(tr_[%w]+)')
   if id then
     -- From a Kiln list, the trace replaces it in this window (<C-o> or :b# goes back).
@@ -142,7 +150,7 @@ end
 
 local function trace_lines(res)
   local t = nn(res.trace) or {}
-  local L, marks = {}, {}
+  local L, marks, changed_rows = {}, {}, {}
   local function add(s, group)
     L[#L + 1] = s
     if group then
@@ -187,6 +195,18 @@ local function trace_lines(res)
     add(string.format('%-10s %s', 'network', net.summary), net.refused > 0 and 'KilnFail' or nil)
     for _, l in ipairs(network.lines(net, '  ', nn(t.id))) do
       add(l[1], l[2])
+    end
+  end
+  -- What the run changed in the workspace (checkpoints before and after it).
+  local changed = checkpoints.summary(t.changes)
+  if changed then
+    add(string.format('%-10s %s · :Kiln changes %s (or <CR> on a file) compares them', 'changed', changed, nn(t.id) or ''), 'KilnHeader')
+    for _, p in ipairs(nn(t.changes.paths) or {}) do
+      add(string.format('  %s %s', ({ added = 'A', modified = 'M', deleted = 'D' })[p.change] or '?', p.path))
+      changed_rows[#L] = p.path
+    end
+    if nn(t.changes.paths_truncated) then
+      add('  … (:Kiln changes lists them all)', 'KilnDim')
     end
   end
   local children = nn(res.children) or {}
@@ -246,7 +266,19 @@ local function trace_lines(res)
     add('')
     add('full output: ' .. res.how_to_page, 'KilnDim')
   end
-  return L, marks
+  return L, marks, changed_rows
+end
+
+--- Opens the diff split of one file run `trace_id` changed.
+function M.open_change(trace_id, rel, cb)
+  core.call('trace_get', { trace_id = trace_id }, function(err, res)
+    local ch = not err and nn(nn(res.trace) and res.trace.changes)
+    if type(ch) ~= 'table' or not nn(ch.checkpoint_before) then
+      ui.notify('run ' .. trace_id .. ' has no checkpoints', levels.ERROR)
+      return done(cb, err or 'no checkpoints')
+    end
+    checkpoints.open_diff(ch.checkpoint_before, ch.checkpoint_after, rel, cb, 'changed by ' .. trace_id)
+  end)
 end
 
 --- Shows one trace (trace_get) in a scratch buffer (in the current window when `here`).
@@ -268,7 +300,8 @@ function M.trace(id, cb, here)
       ui.notify('trace_get: ' .. err, levels.ERROR)
       return done(cb, err)
     end
-    local lines, marks = trace_lines(res)
+    local lines, marks, changed_rows = trace_lines(res)
+    state.views[buf] = { changed_rows = changed_rows }
     vim.api.nvim_buf_clear_namespace(buf, ui.ns, 0, -1)
     ui.set_lines(buf, 0, -1, lines)
     ui.highlight(buf, marks)
