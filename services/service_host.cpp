@@ -364,7 +364,22 @@ Result<void> ServiceHost::wait_ready(Hosted& h, std::size_t i, std::stop_token s
                             server::to_string(e.config.kind), why, trace.empty() ? "" : " (trace " + trace + ")",
                             log.empty() ? "(nothing)" : log));
   };
-  if (pid <= 0) return failed("exited before it was ready");
+  // How the service ended, once its on_finished has said so (it runs a moment after the process
+  // is gone, later still on a loaded machine).
+  auto ended_how = [&] {
+    std::string why;
+    for (int k = 0; k < 200; ++k) {
+      {
+        std::lock_guard lock(h.mu);
+        why = h.status[i].error;
+      }
+      if (!why.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return why.empty() ? std::string("exited before it was ready")
+                       : why.substr(std::string("the service ").size()) + " before it was ready";
+  };
+  if (pid <= 0) return failed(ended_how());
   sbx::ExecRequest probe;
   probe.owner = h.owner;
   // A development database that exists needs no bootstrap: the probe says so in the same exec.
@@ -391,14 +406,7 @@ Result<void> ServiceHost::wait_ready(Hosted& h, std::size_t i, std::stop_token s
   if (r->stop_reason == sbx::StopReason::timeout)
     return failed(fmt::format("did not become ready within {} s (ready_timeout_s)", e.config.ready_timeout_s));
   if (r->stop_reason == sbx::StopReason::exit && r->exit_code == 3) {
-    // on_finished may run a moment after the probe saw the process go.
-    for (int k = 0; k < 40 && why.empty(); ++k) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      std::lock_guard lock(h.mu);
-      why = h.status[i].error;
-    }
-    return failed(why.empty() ? "exited before it was ready" : why.substr(std::string("the service ").size()) +
-                                                                   " before it was ready");
+    return failed(ended_how());
   }
   return failed("could not be checked for readiness (the check " + describe(*r) + ")");
 }

@@ -165,7 +165,7 @@ TEST_CASE("a service that exits before it is ready is an error quoting its outpu
   REQUIRE(sb);
   auto started = e.host->start(*prepared, sb->sandbox_id, {});
   REQUIRE_FALSE(started);
-  CHECK(started.error().message.find("service broken (command) exited with code 5") != std::string::npos);
+  CHECK_MESSAGE(started.error().message.find("service broken (command) exited with code 5") != std::string::npos, started.error().message);
   CHECK(started.error().message.find("cannot bind") != std::string::npos);
   CHECK(e.host->list("", sb->sandbox_id).at(0).state == "failed");
   (void)e.m->destroy("", sb->sandbox_id);
