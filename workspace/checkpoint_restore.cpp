@@ -75,6 +75,11 @@ class Dirs {
   UniqueFd cached_;
 };
 
+// The mode a restore gives: the recorded one without set-user-id and set-group-id. Kiln run as
+// root would otherwise make a setuid-root program of a file its user had marked setuid for
+// themselves (the house rule of SANDBOX_CASES case 31: no set-id file is ever made).
+mode_t restorable_mode(std::uint32_t mode) { return mode_t(mode & 07777 & ~mode_t(S_ISUID | S_ISGID)); }
+
 std::string temp_name() {
   return fmt::format(".kiln-restore.{:08x}{:08x}", randombytes_random(), randombytes_random());
 }
@@ -126,7 +131,7 @@ Result<void> write_file(const blobs::BlobStore& blobs, int dir, const std::strin
     }
     left -= std::uint64_t(n);
   }
-  if (::fchmod(out.get(), e.mode) != 0 || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
+  if (::fchmod(out.get(), restorable_mode(e.mode)) != 0 || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
     int err = errno;
     ::unlinkat(dir, tmp.c_str(), 0);
     return fail(Errc::io, fmt::format("cannot put '{}' back: {}", e.path, std::strerror(err)));
@@ -190,8 +195,14 @@ Result<RestoreResult> apply(const blobs::BlobStore& blobs, const Root& root, con
     if (e->type == EntryType::dir) {
       if (::mkdirat(*d, name.c_str(), 0700) != 0 && errno != EEXIST)
         return fail(Errc::io, fmt::format("cannot create folder '{}': {}", e->path, std::strerror(errno)));
-      if (::fchmodat(*d, name.c_str(), e->mode, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOTSUP)
-        ::fchmodat(*d, name.c_str(), e->mode, 0);  // a folder is never a link here: we just made it
+      // The mode through a descriptor of the folder itself, opened without following: what is
+      // there may have been swapped for a link since the mkdir (or was one, EEXIST), and a chmod
+      // by name would change the link's target outside the workspace.
+      UniqueFd made(::openat(*d, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!made)
+        return fail(errno == ENOENT ? Errc::not_found : Errc::path_escape,
+                    fmt::format("cannot restore folder '{}': {}", e->path, std::strerror(errno)));
+      (void)::fchmod(made.get(), restorable_mode(e->mode));
     } else if (e->type == EntryType::symlink) {
       r = write_link(blobs, *d, name, *e);
     } else {
