@@ -225,9 +225,16 @@ Result<RestoreResult> apply(const blobs::BlobStore& blobs, const Root& root, con
     int fd = ::openat(*d, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
       struct stat st {};
-      if (::fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode))
-        ::chmod(fmt::format("/proc/self/fd/{}", fd).c_str(), e->mode);
+      bool linked = false;
+      if (::fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode)) {
+        // A file with other hard links shares its inode (and so its mode) with names that may be
+        // outside the workspace: it gets a copy of its own instead of a chmod.
+        if (S_ISREG(st.st_mode) && st.st_nlink > 1) linked = true;
+        else ::chmod(fmt::format("/proc/self/fd/{}", fd).c_str(), restorable_mode(e->mode));
+      }
       ::close(fd);
+      if (linked)
+        if (auto w = write_file(blobs, *d, name, *e); !w) return std::unexpected(w.error());
     }
   }
   out.kept = std::move(kept);
