@@ -276,6 +276,12 @@ void CheckpointStore::Impl::finish_interrupted_restore(const Root& root, const s
   (void)d.run("finish restore journal");
 }
 
+void CheckpointStore::recover(const Root& root, const std::string& workspace_id) {
+  auto wlock = impl_->workspace_lock(workspace_id);
+  std::lock_guard guard(*wlock);
+  impl_->finish_interrupted_restore(root, workspace_id);
+}
+
 Result<RestoreResult> CheckpointStore::restore(const RestoreRequest& req, std::stop_token stop) {
   if (!req.root) return fail(Errc::internal, "restore without a workspace root");
   auto target = impl_->row(req.checkpoint_id, req.principal);
