@@ -47,6 +47,7 @@ Result<ToolOutput> checkpoint_create(CallContext& ctx, CheckpointStore& store, c
 Result<ToolOutput> checkpoint_list(CallContext& ctx, CheckpointStore& store, const json& args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return std::unexpected(ws.error());
+  store.recover(*(*ws)->root, (*ws)->id);  // a restore a killed server left half-done is finished first
   auto page = store.list((*ws)->id, ctx.session->principal(), args.value("limit", 50), args.value("cursor", ""));
   if (!page) return std::unexpected(page.error());
   json list = json::array();
@@ -64,12 +65,13 @@ Result<ToolOutput> checkpoint_diff(CallContext& ctx, CheckpointStore& store, con
   q.from = from->id;
   if (args.contains("to") && args["to"].get<std::string>() != "now") q.to = args["to"].get<std::string>();
   std::shared_ptr<const workspace::Root> root;
-  if (!q.to || args.contains("path")) {
-    auto r = root_of(ctx, from->workspace_id);
-    if (!r) return std::unexpected(r.error());
+  if (auto r = root_of(ctx, from->workspace_id)) {
     root = *r;
-    q.root = root.get();
+    store.recover(*root, from->workspace_id);  // the files now are never a half-done restore
+  } else if (!q.to || args.contains("path")) {
+    return std::unexpected(r.error());
   }
+  if (!q.to || args.contains("path")) q.root = root.get();
   if (args.contains("path")) {
     auto rel = root->relative(args["path"].get<std::string>());
     if (!rel) return std::unexpected(rel.error());

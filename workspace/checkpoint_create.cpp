@@ -3,6 +3,7 @@
 // and the checkpoint in one transaction, under the shared blob lock so no collection interleaves.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -218,6 +219,21 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
     }
   }
 
+  // The files to read could need more room than the state directory has (sparse files take no
+  // disk in the workspace but their every byte in the store): refused before anything is written,
+  // rather than filling that disk for everyone and failing at the end. An overestimate (contents
+  // the store already holds count too), so it only ever refuses a checkpoint that might not fit.
+  {
+    std::uint64_t want = 0;
+    for (const auto& m : misses) want += nodes[m.node].entry.size;
+    struct statvfs vfs {};
+    if (want > 0 && ::statvfs(im.dir.c_str(), &vfs) == 0) {
+      const std::uint64_t free_bytes = std::uint64_t(vfs.f_bavail) * vfs.f_frsize;
+      if (want > free_bytes)
+        return fail(Errc::io, fmt::format("{} (the changed files hold {} MiB, {} MiB are free there)", full_disk(im.dir, ENOSPC),
+                                          (want + (1 << 20) - 1) >> 20, free_bytes >> 20));
+    }
+  }
   auto hold = im.blobs.lock_shared();
   if (!hold) return std::unexpected(hold.error());
   const blobs::WriteFailure wf = [&](int err) { return full_disk(im.dir, err); };

@@ -75,6 +75,11 @@ class Dirs {
   UniqueFd cached_;
 };
 
+// The mode a restore gives: the recorded one without set-user-id and set-group-id. Kiln run as
+// root would otherwise make a setuid-root program of a file its user had marked setuid for
+// themselves (the house rule of SANDBOX_CASES case 31: no set-id file is ever made).
+mode_t restorable_mode(std::uint32_t mode) { return mode_t(mode & 07777 & ~mode_t(S_ISUID | S_ISGID)); }
+
 std::string temp_name() {
   return fmt::format(".kiln-restore.{:08x}{:08x}", randombytes_random(), randombytes_random());
 }
@@ -126,7 +131,7 @@ Result<void> write_file(const blobs::BlobStore& blobs, int dir, const std::strin
     }
     left -= std::uint64_t(n);
   }
-  if (::fchmod(out.get(), e.mode) != 0 || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
+  if (::fchmod(out.get(), restorable_mode(e.mode)) != 0 || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
     int err = errno;
     ::unlinkat(dir, tmp.c_str(), 0);
     return fail(Errc::io, fmt::format("cannot put '{}' back: {}", e.path, std::strerror(err)));
@@ -190,8 +195,14 @@ Result<RestoreResult> apply(const blobs::BlobStore& blobs, const Root& root, con
     if (e->type == EntryType::dir) {
       if (::mkdirat(*d, name.c_str(), 0700) != 0 && errno != EEXIST)
         return fail(Errc::io, fmt::format("cannot create folder '{}': {}", e->path, std::strerror(errno)));
-      if (::fchmodat(*d, name.c_str(), e->mode, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOTSUP)
-        ::fchmodat(*d, name.c_str(), e->mode, 0);  // a folder is never a link here: we just made it
+      // The mode through a descriptor of the folder itself, opened without following: what is
+      // there may have been swapped for a link since the mkdir (or was one, EEXIST), and a chmod
+      // by name would change the link's target outside the workspace.
+      UniqueFd made(::openat(*d, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!made)
+        return fail(errno == ENOENT ? Errc::not_found : Errc::path_escape,
+                    fmt::format("cannot restore folder '{}': {}", e->path, std::strerror(errno)));
+      (void)::fchmod(made.get(), restorable_mode(e->mode));
     } else if (e->type == EntryType::symlink) {
       r = write_link(blobs, *d, name, *e);
     } else {
@@ -214,9 +225,16 @@ Result<RestoreResult> apply(const blobs::BlobStore& blobs, const Root& root, con
     int fd = ::openat(*d, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
       struct stat st {};
-      if (::fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode))
-        ::chmod(fmt::format("/proc/self/fd/{}", fd).c_str(), e->mode);
+      bool linked = false;
+      if (::fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode)) {
+        // A file with other hard links shares its inode (and so its mode) with names that may be
+        // outside the workspace: it gets a copy of its own instead of a chmod.
+        if (S_ISREG(st.st_mode) && st.st_nlink > 1) linked = true;
+        else ::chmod(fmt::format("/proc/self/fd/{}", fd).c_str(), restorable_mode(e->mode));
+      }
       ::close(fd);
+      if (linked)
+        if (auto w = write_file(blobs, *d, name, *e); !w) return std::unexpected(w.error());
     }
   }
   out.kept = std::move(kept);
@@ -256,6 +274,12 @@ void CheckpointStore::Impl::finish_interrupted_restore(const Root& root, const s
   db::Statement d(db, "DELETE FROM restores WHERE workspace_id = ?1");
   d.bind(1, workspace_id);
   (void)d.run("finish restore journal");
+}
+
+void CheckpointStore::recover(const Root& root, const std::string& workspace_id) {
+  auto wlock = impl_->workspace_lock(workspace_id);
+  std::lock_guard guard(*wlock);
+  impl_->finish_interrupted_restore(root, workspace_id);
 }
 
 Result<RestoreResult> CheckpointStore::restore(const RestoreRequest& req, std::stop_token stop) {

@@ -47,6 +47,11 @@ Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, Worksp
     ++out.skipped_count;
   };
   auto r = walk(root, o, stop, [&](const WalkEntry& e, unsigned worker) {
+    // A name with a line break is one no workspace path may hold (Root::relative refuses it, and
+    // so would the reads below): noted and left alone, or one such file would fail every checkpoint
+    // of the workspace, every run's changes and every restore with it.
+    if (e.path.find_first_of("\n\r") != std::string_view::npos)
+      return skip(e.path, "a name with a line break, not captured");
     struct stat st {};
     if (::fstatat(e.dir_fd, e.name.data(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // gone since listed
     ScanNode n;

@@ -137,6 +137,9 @@ class CheckpointStore {
   Result<CheckpointInfo> get(const std::string& id, const std::string& principal = {});
   Result<DiffResult> diff(const DiffRequest& req, const std::string& principal = {});
   Result<RestoreResult> restore(const RestoreRequest& req, std::stop_token stop = {});
+  // Finishes a restore of this workspace that a killed process left half-done (its journal row in
+  // checkpoints.db); create and restore do it first, and every checkpoint tool calls it.
+  void recover(const Root& root, const std::string& workspace_id);
   Result<RunChanges> changes(const std::string& before_id, const std::string& after_id);
   // Deletes a checkpoint (its blobs go when nothing else holds them).
   Result<void> remove(const std::string& id, const std::string& principal = {});
