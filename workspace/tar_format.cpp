@@ -281,7 +281,7 @@ Result<bool> TarReader::read_block(char* block) {
     if (!got) return std::unexpected(got.error());
     if (*got == 0) {
       if (have == 0) return false;
-      return fail(Errc::invalid_argument, "the archive ends in the middle of a header (is it truncated?)");
+      return fail(Errc::invalid_argument, "the archive ends in the middle of a header (it is truncated, or not a tar archive)");
     }
     have += *got;
   }
