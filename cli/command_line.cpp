@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/artifacts_command.h"
+#include "cli/checkpoint_command.h"
 #include "cli/global_options.h"
 #include "cli/mcp_command.h"
 #include "cli/publish_command.h"
@@ -12,6 +13,7 @@
 #include "cli/serve_command.h"
 #include "cli/traces_command.h"
 #include "cli/verify_command.h"
+#include "cli/workspace_command.h"
 #include "mcp/logging.h"
 #include "workspace/state_dir.h"
 #include "workspace/state_store.h"
@@ -37,6 +39,8 @@ CommandLine::CommandLine()
   all.push_back(std::make_unique<TracesCommand>());
   all.push_back(std::make_unique<PublishCommand>());
   all.push_back(std::make_unique<ArtifactsCommand>());
+  all.push_back(std::make_unique<CheckpointCommand>());
+  all.push_back(std::make_unique<WorkspaceCommand>());
   for (auto& c : all) {
     CLI::App& sub = c->configure(app_);
     commands_.push_back({std::move(c), &sub});

@@ -18,10 +18,11 @@ bench=0
 # clang-19 libclang-rt-19-dev: the libFuzzer targets in fuzz/ (scripts/fuzz.sh; clang 14 is too old
 # for libstdc++ 12's std::expected).
 # sqlite3: the fault tests' integrity_check of the state databases (tests/robustness/faults.test.mjs).
+# libzstd-dev: zstd for checkpoint export and import (.tar.zst), linked statically (libzstd.a).
 # postgresql redis-server: the servers Kiln runs inside sandboxes as services (tests/e2e/services.test.mjs,
 # the second demo sample, the services benchmark).
 packages=(cmake ninja-build g++ pkg-config ccache nlohmann-json3-dev libboost1.81-dev libspdlog-dev
-          doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev libpugixml-dev ripgrep python3
+          doctest-dev libsqlite3-dev libcli11-dev libpcre2-dev libseccomp-dev libsodium-dev libpugixml-dev libzstd-dev ripgrep python3
           chromium neovim tmux patchelf build-essential libx11-dev libxkbfile-dev libsecret-1-dev libkrb5-dev wrk
           clang-19 libclang-rt-19-dev sqlite3 postgresql redis-server)
 
