@@ -171,12 +171,15 @@ void Session::drain() {
   // A peer trickling the rest must not hold the slot either.
   evictable_ = true;
   head_wait_since = std::max<std::int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count());
-  discard_.assign(4096, '\0');
+  discard_.assign(64 * 1024, '\0');
   drain_some(0);
 }
 
+// Like nginx's lingering close: a client still sending the body of a request that was answered
+// early keeps sending for a while; closing with its bytes unread would reset the connection and
+// could destroy the answer before it is read. Up to 4 MiB within the 2 s above, then close.
 void Session::drain_some(std::size_t total) {
-  if (total > 64 * 1024) return close();
+  if (total > 4 * 1024 * 1024) return close();
   auto self = shared_from_this();
   stream_.async_read_some(net::buffer(discard_), [self, total](beast::error_code ec, std::size_t n) {
     if (ec) return self->close();
