@@ -1,5 +1,6 @@
 // `kiln run`: the command line's sandbox (the same one the MCP tools use); its stores are opened
 // the way an agent's run opens them, so the run gets a trace under the folder's workspace.
+#include "cli/blob_owners.h"
 #include "cli/run_command.h"
 
 #include <unistd.h>
@@ -103,6 +104,9 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   if (!env.empty()) in.args["env"] = env;
   if (!o.secrets.empty()) in.args["secrets"] = o.secrets;
   server::RunTracer tracer(*local->traces, nullptr, &m);
+  // What the command changed goes in its trace, as for an agent's sandbox_exec.
+  auto owners = open_blob_owners(state_dir);
+  if (owners) tracer.set_checkpoints(owners->checkpoints.get());
   in.workspace_root = root.path();
   in.workspace_id = ws_rec.id;
   auto policy = sbx::make_policy(in);
@@ -134,6 +138,10 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   info.client = json{{"name", "kiln run"}, {"version", KILN_VERSION}};
   info.principal = local_principal();
   info.policy = server::policy_json(*policy);
+  if (auto cfg = server::load_config(root); owners && (!cfg.typed || cfg.typed->checkpoints_auto)) {
+    if (auto r = workspace::Root::open_resolved(root.path()))
+      info.checkpoint_root = std::make_shared<const workspace::Root>(std::move(*r));
+  }
   auto trace_id = tracer.attach(req, info);
   if (!trace_id) {
     std::fprintf(stderr, "kiln run: could not record the run's trace: %s\n", trace_id.error().message.c_str());

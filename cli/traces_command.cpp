@@ -217,6 +217,23 @@ std::string trace_text(const TraceRecord& r, const std::vector<TraceRecord>& ste
     line("env", names(r.policy.value("env_names", json())));
     line("secrets", names(r.policy.value("secret_names", json())));
   }
+  if (r.changes.is_object()) {
+    if (auto e = field(r.changes, "error"); !e.empty()) {
+      line("changes", "not recorded: " + one_line(e, 200));
+    } else {
+      line("changes", fmt::format("{} added, {} modified, {} deleted (kiln checkpoint diff {} {})", field(r.changes, "added"),
+                                  field(r.changes, "modified"), field(r.changes, "deleted"),
+                                  field(r.changes, "checkpoint_before"), field(r.changes, "checkpoint_after")));
+      const json paths = r.changes.value("paths", json::array());
+      std::size_t shown = 0;
+      for (const auto& p : paths.is_array() ? paths : json::array()) {
+        if (++shown > 20) break;
+        std::string c = field(p, "change");
+        out += fmt::format("    {} {}\n", c == "added" ? "A" : c == "deleted" ? "D" : "M", one_line(field(p, "path"), 200));
+      }
+      if (paths.is_array() && paths.size() > 20) out += fmt::format("    ... {} more\n", paths.size() - 20);
+    }
+  }
   if (r.network_log.is_array()) {
     int allowed = 0, denied = 0;
     double up = 0, down = 0;

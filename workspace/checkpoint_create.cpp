@@ -143,15 +143,15 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
     if (!c) return std::unexpected(c.error());
     wc = *c;  // std::map: the entry stays put
   }
-  // Automatic checkpoints trust the watch; a manual one, a restore's and every kFullScanEvery-th
-  // read everything.
-  const bool may_skip = req.reuse_latest && trust_cache && wc->watch && wc->base_valid &&
+  // The watch is trusted except for a restore's undo point (which must be exact) and every
+  // kFullScanEvery-th checkpoint, which reads everything.
+  const bool may_skip = req.trigger != "restore" && trust_cache && wc->watch && wc->base_valid &&
                         wc->partial_scans < kFullScanEvery;
   std::optional<ScanResult> scanned_storage;
   if (may_skip) {
     auto dirty = wc->watch->drain();
     if (!dirty.all) {
-      if (dirty.dirs.empty()) {
+      if (dirty.dirs.empty() && req.reuse_latest) {
         // Nothing happened: the latest checkpoint is still the state, if it is the one we scanned.
         std::lock_guard lock(im.mu);
         db::Statement s(im.db, fmt::format("SELECT {} FROM checkpoints WHERE workspace_id = ?1 AND principal = ?2 "
