@@ -12,10 +12,14 @@
 //   - apps (apps.mjs): a tiny Node app behind kiln serve vs nginx proxy_pass; waking a sleeping app
 //   - egress (egress.mjs): the network allowlist proxy: a 100 MiB download and 1,000 small requests
 //     through it vs curl direct on loopback and srt's proxy
+//   - checkpoints (checkpoints.mjs): checkpoint_create on 10k/100k files, first and after 10 files
+//     changed, vs git add -A && git commit (warm index) and tar; what checkpoints.auto adds to a
+//     sandbox_exec in a 10k-file workspace
 // Environment: KILN_BIN (the binary), KILN_BUILD (build folder, holds the generated search trees),
 // BENCH_QUICK=1 (fewer runs, no 1M-file tree: minutes, for development), BENCH_ONLY=peers|sandbox|
-// scaling|serve|services|apps|egress (print those figures only; REPORT.md is not written), BENCH_SEARCH_SIZES=10000,100000
-// (override the tree sizes).
+// scaling|serve|services|apps|egress|checkpoints (print those figures only; REPORT.md is not written; checkpoints
+// also writes its REPORT.md section to KILN_BUILD/bench-checkpoints.md), BENCH_SEARCH_SIZES=10000,100000
+// (override the search tree sizes), BENCH_CHECKPOINT_SIZES=10000,100000 (the checkpoint tree sizes).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -30,6 +34,7 @@ import { serveBench, serveTable, SERVE_TARGET } from './serve.mjs';
 import { servicesBench, servicesTable, SERVICE_TARGETS } from './services.mjs';
 import { appsBench, appsTable, APPS_TARGETS } from './apps.mjs';
 import { egressBench, egressTable, EGRESS_TARGETS } from './egress.mjs';
+import { checkpointsBench, checkpointsSection, checkpointsTables } from './checkpoints.mjs';
 
 const buildDir = process.env.KILN_BUILD ?? path.join(benchDir, '..', 'build');
 const ONLY = process.env.BENCH_ONLY;
@@ -143,6 +148,18 @@ async function main() {
     if (ONLY === 'services') { const sc = servicesTable(await servicesBench()); show('services:', sc, sc.notes); }
     if (ONLY === 'apps') { const ap = appsTable(await appsBench()); show('apps:', ap, ap.notes); }
     if (ONLY === 'egress') { const eg = egressTable(await egressBench()); show('egress:', eg, eg.notes); }
+    if (ONLY === 'checkpoints') {
+      const r = await checkpointsBench(buildDir);
+      const cp = checkpointsTables(r);
+      show('checkpoints: checkpoint_create vs git commit and tar:', cp.create, cp.create.notes);
+      show('automatic checkpoints around sandbox_exec:', cp.auto, cp.auto.notes);
+      // The section alone, for splicing into REPORT.md by hand: it says when and how it was measured.
+      const file = path.join(buildDir, 'bench-checkpoints.md');
+      const [title, ...rest] = checkpointsSection(r, cp, path.relative(path.join(benchDir, '..'), r.treesDir ?? buildDir));
+      fs.writeFileSync(file, [title, '', `Measured on its own (\`BENCH_ONLY=checkpoints\`${quick ? ', BENCH_QUICK=1' : ''}) on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, ` +
+        `not in the same run as the sections above: ${version}, load ${loadStart} at start, ${loadAvg()} at the end, ${((nowMs() - started) / 60000).toFixed(1)} min.`, ...rest].join('\n'));
+      console.log(`\nwrote ${file} (the REPORT.md section; bench/REPORT.md is not written)`);
+    }
     return;
   }
 
@@ -165,6 +182,10 @@ async function main() {
   show('apps: kiln serve vs nginx proxy_pass; waking a sleeping app:', ap, ap.notes);
   const eg = egressTable(await egressBench());
   show('egress: the network allowlist proxy vs curl direct and srt (interleaved rounds, medians):', eg, eg.notes);
+  const cpr = await checkpointsBench(buildDir);
+  const cp = checkpointsTables(cpr);
+  show('checkpoints: checkpoint_create vs git commit and tar (interleaved rounds, medians):', cp.create, cp.create.notes);
+  show('automatic checkpoints around sandbox_exec (interleaved rounds, medians):', cp.auto, cp.auto.notes);
   const loadEnd = loadAvg();
   const minutes = ((nowMs() - started) / 60000).toFixed(1);
 
@@ -318,6 +339,7 @@ async function main() {
     '  no faster on this machine (docs/network.md, "Performance").',
     `  Targets: at least ${EGRESS_TARGETS.throughput_vs_floor}x the floor's throughput; under ${EGRESS_TARGETS.added_ms} ms added per request.`,
     '',
+    ...checkpointsSection(cpr, cp, path.relative(path.join(benchDir, '..'), cpr.treesDir ?? buildDir)),
   ].join('\n');
   fs.writeFileSync(path.join(benchDir, 'REPORT.md'), md);
   console.log(`\nwrote bench/REPORT.md${s.plot.note ? '' : ' and bench/scaling.png'} (${minutes} min; load ${loadStart} -> ${loadEnd})`);

@@ -20,7 +20,7 @@ function dfFree(dir) {
 
 // A deterministic tree of `n` small files (≈150 bytes, one 4 KB block each) under root/src, made
 // once and kept (a stamp file says it is complete).
-export function ensureTree(treesDir, n, notes) {
+export function ensureTree(treesDir, n, notes, what = 'search') {
   const root = path.join(treesDir, String(n));
   const stamp = path.join(root, '.complete');
   if (fs.existsSync(stamp)) return { root };
@@ -30,7 +30,7 @@ export function ensureTree(treesDir, n, notes) {
   const needBytes = n * 4096 * 1.2 + 4 * 2 ** 30; // blocks + dirs, and 4 GB left for everyone else
   const needInodes = n * 1.05 + 100000;
   if (!(free.bytes > needBytes) || !(free.inodes > needInodes)) {
-    notes.push(`search on ${n.toLocaleString('en-US')} files not measured: needs ~${(needBytes / 2 ** 30).toFixed(1)} GB and ${Math.round(needInodes).toLocaleString('en-US')} inodes free on ${treesDir}, has ${(free.bytes / 2 ** 30).toFixed(1)} GB and ${free.inodes.toLocaleString('en-US')} inodes`);
+    notes.push(`${what} on ${n.toLocaleString('en-US')} files not measured: needs ~${(needBytes / 2 ** 30).toFixed(1)} GB and ${Math.round(needInodes).toLocaleString('en-US')} inodes free on ${treesDir}, has ${(free.bytes / 2 ** 30).toFixed(1)} GB and ${free.inodes.toLocaleString('en-US')} inodes`);
     return { skipped: true };
   }
   process.stdout.write(`generating a ${n.toLocaleString('en-US')}-file tree in ${root} (once) ... `);
