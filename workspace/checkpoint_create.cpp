@@ -75,13 +75,16 @@ bool beneath(const std::string& path, const std::string& dir) {
 // subfolders scanned whole, folders that went (or stopped being folders) dropped with their
 // contents. Folders holding a file with other names are always read again (a write through
 // another name tells this folder nothing).
-Result<std::vector<ScanNode>> rescan(const Root& root, const std::vector<ScanNode>& base, std::set<std::string> dirty,
-                                     WorkspaceWatch* watch, std::stop_token stop, ScanResult& notes) {
+// `changed` receives every folder whose object must be encoded again: those re-read, the ones
+// that went, and all their parents up to the root.
+Result<std::vector<ScanNode>> rescan(const Root& root, std::vector<ScanNode>&& base, std::set<std::string> dirty,
+                                     WorkspaceWatch* watch, std::stop_token stop, ScanResult& notes,
+                                     std::unordered_set<std::string>& changed) {
   for (const auto& n : base)
     if (n.entry.type == EntryType::file && n.nlink > 1) dirty.insert(parent_of(n.entry.path));
-  std::unordered_set<std::string> old_dirs;
+  std::unordered_map<std::string, std::string> old_dirs;  // folder -> its stored object
   for (const auto& n : base)
-    if (n.entry.type == EntryType::dir) old_dirs.insert(n.entry.path);
+    if (n.entry.type == EntryType::dir) old_dirs.emplace(n.entry.path, n.entry.sha);
   std::vector<ScanNode> fresh;
   std::set<std::string> gone;  // folders to drop whole
   for (const auto& d : dirty) {
@@ -101,21 +104,32 @@ Result<std::vector<ScanNode>> rescan(const Root& root, const std::vector<ScanNod
   for (const auto& n : fresh)
     if (n.entry.type == EntryType::dir) fresh_dirs.insert(n.entry.path);
   // Old folders directly in a re-read folder that are no longer folders there.
-  for (const auto& od : old_dirs)
+  for (const auto& [od, od_sha] : old_dirs)
     if (dirty.count(parent_of(od)) && !gone.count(parent_of(od)) && !fresh_dirs.count(od)) gone.insert(od);
+  auto mark = [&](std::string d) {
+    for (;;) {
+      if (!changed.insert(d).second || d.empty()) return;
+      d = parent_of(d);
+    }
+  };
+  for (const auto& d : dirty) mark(d);
+  for (const auto& g : gone) mark(g);
   std::vector<ScanNode> out;
   out.reserve(base.size() + fresh.size());
-  for (const auto& n : base) {
+  for (auto& n : base) {
     const std::string& p = n.entry.path;
     std::string parent = parent_of(p);
     if (dirty.count(parent) && !gone.count(parent)) continue;  // replaced by the fresh listing
     bool dropped = gone.count(p) > 0;
     for (const auto& g : gone)
       if (!dropped && beneath(p, g)) dropped = true;
-    if (!dropped) out.push_back(n);
+    if (!dropped) out.push_back(std::move(n));
   }
   for (auto& n : fresh) {
     bool is_new_dir = n.entry.type == EntryType::dir && !old_dirs.count(n.entry.path);
+    // A folder listed again but not itself re-read keeps its object (its contents are unchanged).
+    if (n.entry.type == EntryType::dir && !is_new_dir && !changed.count(n.entry.path))
+      n.entry.sha = old_dirs[n.entry.path];
     std::string path = n.entry.path;
     out.push_back(std::move(n));
     if (!is_new_dir) continue;
@@ -148,8 +162,12 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
   const bool may_skip = req.trigger != "restore" && trust_cache && wc->watch && wc->base_valid &&
                         wc->partial_scans < kFullScanEvery;
   std::optional<ScanResult> scanned_storage;
+  std::unordered_set<std::string> changed_dirs;  // after a partial read: folders to encode again
+  bool partial = false;
   if (may_skip) {
     auto dirty = wc->watch->drain();
+    // A write through another name of a hard link tells these folders nothing: read them always.
+    dirty.dirs.insert(wc->linked_dirs.begin(), wc->linked_dirs.end());
     if (!dirty.all) {
       if (dirty.dirs.empty() && req.reuse_latest) {
         // Nothing happened: the latest checkpoint is still the state, if it is the one we scanned.
@@ -169,8 +187,10 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
         }
       }
       ScanResult r;
-      auto nodes = rescan(*req.root, wc->base, dirty.dirs, wc->watch.get(), stop, r);
+      wc->base_valid = false;  // consumed below; set again once this checkpoint is recorded
+      auto nodes = rescan(*req.root, std::move(wc->base), dirty.dirs, wc->watch.get(), stop, r, changed_dirs);
       if (!nodes) return std::unexpected(nodes.error());
+      partial = true;
       r.nodes = std::move(*nodes);
       scanned_storage = std::move(r);
       ++wc->partial_scans;
@@ -315,8 +335,11 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
   std::unordered_set<std::size_t> gone;
   for (const auto& m : misses)
     if (m.gone) gone.insert(m.node);
+  // The entries move into the flat tree and back (100,000 paths are not copied twice).
   FlatTree flat;
   flat.reserve(nodes.size());
+  std::vector<std::size_t> at;
+  at.reserve(nodes.size());
   std::uint64_t files = 0, bytes = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (gone.count(i)) continue;
@@ -324,13 +347,24 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
       ++files;
       bytes += nodes[i].entry.size;
     }
-    flat.push_back(nodes[i].entry);
+    flat.push_back(std::move(nodes[i].entry));
+    at.push_back(i);
   }
   std::vector<Emitted> emitted;
   std::unordered_set<std::string> seen;
-  const std::string root = build_trees(flat, [&](const std::string& sha, const std::string& enc, const std::vector<TreeChild>& kids) {
-    if (seen.insert(sha).second) emitted.push_back({sha, enc, kids});
-  });
+  // After a partial read, a folder outside the re-read ones (and their parents) is as the last
+  // checkpoint stored it.
+  TreeReuse reuse;
+  if (!changed_dirs.empty() || partial) {
+    reuse = [&](const std::string& dir) { return !changed_dirs.count(dir); };
+  }
+  const std::string root = build_trees(
+      flat,
+      [&](const std::string& sha, const std::string& enc, const std::vector<TreeChild>& kids) {
+        if (seen.insert(sha).second) emitted.push_back({sha, enc, kids});
+      },
+      reuse);
+  for (std::size_t k = 0; k < flat.size(); ++k) nodes[at[k]].entry = std::move(flat[k]);
   // One flush before the rows that make the new blobs reachable are committed, for the
   // checkpoints a person asked for (and a restore's undo point). Automatic ones skip it: a
   // syncfs costs tens of milliseconds on every run, and what it guards against is a power cut
@@ -389,7 +423,11 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
       if (*added == 0) continue;  // an equal folder is stored already, with its references
       for (const auto& k : e.kids) {
         if (k.type == EntryType::dir) {
-          if (auto r = im.ref_tree_locked(k.sha); !r) return std::unexpected(r.error());
+          if (auto r = im.ref_tree_locked(k.sha); !r) {
+            // A folder kept from the last checkpoint whose object went with it (removed since).
+            retry = partial;
+            return std::unexpected(r.error());
+          }
           continue;
         }
         bref.reset();
@@ -485,8 +523,12 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
   // The next automatic checkpoint starts from this scan.
   wc->base.clear();
   wc->base.reserve(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (!gone.count(i)) wc->base.push_back(std::move(nodes[i]));
+  wc->linked_dirs.clear();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (gone.count(i)) continue;
+    if (nodes[i].entry.type == EntryType::file && nodes[i].nlink > 1) wc->linked_dirs.insert(parent_of(nodes[i].entry.path));
+    wc->base.push_back(std::move(nodes[i]));
+  }
   wc->base_root = root;
   wc->base_valid = wc->watch != nullptr;
   if (latest) {

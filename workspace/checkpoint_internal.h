@@ -39,6 +39,7 @@ struct WorkspaceCache {
   std::unique_ptr<WorkspaceWatch> watch;
   std::vector<ScanNode> base;
   std::string base_root;
+  std::set<std::string> linked_dirs;  // folders of the base holding a file with other names
   bool base_valid = false;
   int partial_scans = 0;  // since the last full one; a full scan every kFullScanEvery
 };

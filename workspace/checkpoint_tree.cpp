@@ -31,13 +31,24 @@ std::string join(std::string_view dir, std::string_view name) {
   return dir.empty() ? std::string(name) : fmt::format("{}/{}", dir, name);
 }
 
-std::string build(FlatTree& flat, std::size_t& i, const std::string& prefix, const TreeEmitter& emit) {
+std::string build(FlatTree& flat, std::size_t& i, const std::string& prefix, const TreeEmitter& emit,
+                  const TreeReuse& reuse) {
   std::vector<TreeChild> kids;
-  while (i < flat.size() && flat[i].path.size() > prefix.size() && flat[i].path.starts_with(prefix)) {
+  auto inside = [&](std::size_t k, const std::string& pre) {
+    return k < flat.size() && flat[k].path.size() > pre.size() && flat[k].path.starts_with(pre);
+  };
+  while (inside(i, prefix)) {
     std::size_t at = i++;
     std::string name = flat[at].path.substr(prefix.size());
     if (name.find('/') != std::string::npos) continue;  // its folder was not listed: not capturable
-    if (flat[at].type == EntryType::dir) flat[at].sha = build(flat, i, flat[at].path + "/", emit);
+    if (flat[at].type == EntryType::dir) {
+      const std::string sub = flat[at].path + "/";
+      if (reuse && !flat[at].sha.empty() && reuse(flat[at].path)) {
+        while (inside(i, sub)) ++i;  // unchanged: its stored object stands
+      } else {
+        flat[at].sha = build(flat, i, sub, emit, reuse);
+      }
+    }
     const TreeEntry& e = flat[at];
     kids.push_back({std::move(name), e.type, e.mode, e.size, e.sha});
   }
@@ -165,9 +176,9 @@ Result<std::vector<TreeChild>> decode_tree(std::string_view in) {
 
 std::string tree_sha(std::string_view encoded) { return blobs::sha256_hex(encoded); }
 
-std::string build_trees(FlatTree& flat, const TreeEmitter& emit) {
+std::string build_trees(FlatTree& flat, const TreeEmitter& emit, const TreeReuse& reuse) {
   std::size_t i = 0;
-  return build(flat, i, "", emit);
+  return build(flat, i, "", emit, reuse);
 }
 
 Result<FlatTree> flatten(const std::string& root_sha, const TreeLoader& load) {

@@ -44,7 +44,10 @@ std::string tree_sha(std::string_view encoded);
 // root's sha.
 using TreeEmitter = std::function<void(const std::string& sha, const std::string& encoded,
                                        const std::vector<TreeChild>& children)>;
-std::string build_trees(FlatTree& flat, const TreeEmitter& emit);
+// `reuse(path)`: a folder whose entry already carries its sha and that nothing beneath changed
+// keeps it without being encoded again (its objects are stored already).
+using TreeReuse = std::function<bool(const std::string& folder)>;
+std::string build_trees(FlatTree& flat, const TreeEmitter& emit, const TreeReuse& reuse = {});
 
 // Reads tree objects by sha (from the store); nullopt: missing (the store is damaged).
 using TreeLoader = std::function<std::optional<std::string>(const std::string& sha)>;
