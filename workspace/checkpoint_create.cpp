@@ -79,7 +79,7 @@ bool beneath(const std::string& path, const std::string& dir) {
 // that went, and all their parents up to the root.
 Result<std::vector<ScanNode>> rescan(const Root& root, std::vector<ScanNode>&& base, std::set<std::string> dirty,
                                      WorkspaceWatch* watch, std::stop_token stop, ScanResult& notes,
-                                     std::unordered_set<std::string>& changed) {
+                                     std::unordered_set<std::string>& changed, std::vector<std::string>& removed) {
   for (const auto& n : base)
     if (n.entry.type == EntryType::file && n.nlink > 1) dirty.insert(parent_of(n.entry.path));
   std::unordered_map<std::string, std::string> old_dirs;  // folder -> its stored object
@@ -119,12 +119,17 @@ Result<std::vector<ScanNode>> rescan(const Root& root, std::vector<ScanNode>&& b
   for (auto& n : base) {
     const std::string& p = n.entry.path;
     std::string parent = parent_of(p);
-    if (dirty.count(parent) && !gone.count(parent)) continue;  // replaced by the fresh listing
-    bool dropped = gone.count(p) > 0;
+    bool relisted = dirty.count(parent) && !gone.count(parent);
+    bool dropped = !relisted && gone.count(p) > 0;
     for (const auto& g : gone)
-      if (!dropped && beneath(p, g)) dropped = true;
-    if (!dropped) out.push_back(std::move(n));
+      if (!relisted && !dropped && beneath(p, g)) dropped = true;
+    if (relisted || dropped) {
+      if (n.entry.type == EntryType::file) removed.push_back(p);  // back below if still there
+      continue;
+    }
+    out.push_back(std::move(n));
   }
+  const std::size_t kept = out.size();
   for (auto& n : fresh) {
     bool is_new_dir = n.entry.type == EntryType::dir && !old_dirs.count(n.entry.path);
     // A folder listed again but not itself re-read keeps its object (its contents are unchanged).
@@ -140,7 +145,10 @@ Result<std::vector<ScanNode>> rescan(const Root& root, std::vector<ScanNode>&& b
     }
     std::move(sub->nodes.begin(), sub->nodes.end(), std::back_inserter(out));
   }
-  std::sort(out.begin(), out.end(), [](const ScanNode& a, const ScanNode& b) { return path_less(a.entry.path, b.entry.path); });
+  // The kept part is in tree order already: sort what was read again and merge it in.
+  auto less = [](const ScanNode& a, const ScanNode& b) { return path_less(a.entry.path, b.entry.path); };
+  std::sort(out.begin() + std::ptrdiff_t(kept), out.end(), less);
+  std::inplace_merge(out.begin(), out.begin() + std::ptrdiff_t(kept), out.end(), less);
   return out;
 }
 
@@ -163,6 +171,7 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
                         wc->partial_scans < kFullScanEvery;
   std::optional<ScanResult> scanned_storage;
   std::unordered_set<std::string> changed_dirs;  // after a partial read: folders to encode again
+  std::vector<std::string> removed_files;        // ... and the files it may have seen go
   bool partial = false;
   if (may_skip) {
     auto dirty = wc->watch->drain();
@@ -188,7 +197,8 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
       }
       ScanResult r;
       wc->base_valid = false;  // consumed below; set again once this checkpoint is recorded
-      auto nodes = rescan(*req.root, std::move(wc->base), dirty.dirs, wc->watch.get(), stop, r, changed_dirs);
+      auto nodes = rescan(*req.root, std::move(wc->base), dirty.dirs, wc->watch.get(), stop, r, changed_dirs,
+                          removed_files);
       if (!nodes) return std::unexpected(nodes.error());
       partial = true;
       r.nodes = std::move(*nodes);
@@ -501,7 +511,21 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
     learned.emplace_back(n.entry.path, std::move(ce));
   }
   std::vector<std::string> stale;
-  if (cache_size > hits) {  // some cached path was not hit: it changed (relearned) or went
+  if (partial) {
+    // Only a file in a folder read again can have gone: those of removed_files not listed again.
+    std::unordered_set<std::string_view> went(removed_files.begin(), removed_files.end());
+    if (!went.empty())
+      for (const auto& n : nodes)
+        if (n.entry.type == EntryType::file) went.erase(n.entry.path);
+    for (const auto& p : went)
+      if (entries.count(std::string(p))) stale.emplace_back(p);
+    for (const auto& p : stale) {
+      del.reset();
+      del.bind(1, req.workspace_id);
+      del.bind(2, p);
+      if (auto r = del.run("forget stat cache entry"); !r) return std::unexpected(r.error());
+    }
+  } else if (cache_size > hits) {  // some cached path was not hit: it changed (relearned) or went
     std::unordered_set<std::string_view> present;
     present.reserve(nodes.size());
     for (const auto& n : nodes)
