@@ -66,6 +66,10 @@ void RunTracer::record_changes(const std::shared_ptr<const workspace::Root>& roo
   json changes;
   if (!after) {
     changes = {{"error", after.error().message}, {"checkpoint_before", before}};
+  } else if (after->id == before) {  // nothing changed: no need to compare
+    workspace::RunChanges none;
+    none.checkpoint_before = none.checkpoint_after = before;
+    changes = none.to_json();
   } else if (auto c = checkpoints_->changes(before, after->id)) {
     changes = c->to_json();
   } else {
