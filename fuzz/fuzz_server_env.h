@@ -10,6 +10,7 @@
 #include <string>
 
 #include "artifacts/artifact_store.h"
+#include "workspace/checkpoint_store.h"
 #include "fuzz/fuzz_support.h"
 #include "sandbox/manager.h"
 #include "services/service_host.h"
@@ -49,6 +50,7 @@ struct ServerEnv {
   std::unique_ptr<server::RunTracer> tracer;
   std::unique_ptr<services::ServiceHost> service_host;
   std::unique_ptr<artifacts::ArtifactStore> artifacts;
+  std::unique_ptr<workspace::CheckpointStore> checkpoints;
   server::ToolRegistry staging;  // the real handlers
   server::ToolRegistry registry; // the same, behind the harness guard
   server::ResourceProvider trace_family;  // kiln://trace/, as kiln mcp mounts it
@@ -112,6 +114,13 @@ struct ServerEnv {
     auto ar = artifacts::ArtifactStore::open(state_dir);
     if (!ar) violated("artifact store", ar.error().message);
     artifacts = std::move(*ar);
+    auto cp = workspace::CheckpointStore::open(state_dir);
+    if (!cp) violated("checkpoint store", cp.error().message);
+    checkpoints = std::move(*cp);
+    // As the real runtime wires them: neither owner collects a blob the other holds.
+    artifacts->set_blob_referrer([this](const std::string& sha) { return checkpoints->references(sha); });
+    checkpoints->set_blob_referrer([this](const std::string& sha) { return artifacts->references(sha); });
+    tracer->set_checkpoints(checkpoints.get());
 
     server::register_workspace_tools(staging, sandboxes.get(), traces.get(), artifacts.get());
     server::register_file_tools(staging);
@@ -121,6 +130,7 @@ struct ServerEnv {
     server::register_trace_tools(staging, *tracer, *sandboxes, service_host.get());
     server::register_publish_tools(staging, *tracer, *artifacts);
     server::register_app_tools(staging, *tracer, *artifacts);
+    server::register_checkpoint_tools(staging, *checkpoints);
     staging.check_complete();
     for (const auto& def : staging.definitions()) {
       const std::string name = def["name"];

@@ -61,97 +61,6 @@ Result<WorkspaceCache*> CheckpointStore::Impl::cache_locked(const std::string& w
 }
 
 namespace {
-
-std::string parent_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
-bool beneath(const std::string& path, const std::string& dir) {
-  return path.size() > dir.size() + 1 && path.starts_with(dir) && path[dir.size()] == '/';
-}
-
-// The last scan with the folders inotify named read again: their direct entries replaced, new
-// subfolders scanned whole, folders that went (or stopped being folders) dropped with their
-// contents. Folders holding a file with other names are always read again (a write through
-// another name tells this folder nothing).
-// `changed` receives every folder whose object must be encoded again: those re-read, the ones
-// that went, and all their parents up to the root.
-Result<std::vector<ScanNode>> rescan(const Root& root, std::vector<ScanNode>&& base, std::set<std::string> dirty,
-                                     WorkspaceWatch* watch, std::stop_token stop, ScanResult& notes,
-                                     std::unordered_set<std::string>& changed, std::vector<std::string>& removed) {
-  for (const auto& n : base)
-    if (n.entry.type == EntryType::file && n.nlink > 1) dirty.insert(parent_of(n.entry.path));
-  std::unordered_map<std::string, std::string> old_dirs;  // folder -> its stored object
-  for (const auto& n : base)
-    if (n.entry.type == EntryType::dir) old_dirs.emplace(n.entry.path, n.entry.sha);
-  std::vector<ScanNode> fresh;
-  std::set<std::string> gone;  // folders to drop whole
-  for (const auto& d : dirty) {
-    if (!d.empty() && !old_dirs.count(d)) continue;  // new: scanned whole below, from its parent
-    auto r = scan_workspace(root, stop, watch, d, 1);
-    if (!r) {
-      if (r.error().code == Errc::cancelled) return std::unexpected(r.error());
-      if (d.empty()) return std::unexpected(r.error());
-      gone.insert(d);
-      continue;
-    }
-    for (auto& s : r->skipped) notes.skipped.push_back(std::move(s));
-    notes.skipped_count += r->skipped_count;
-    std::move(r->nodes.begin(), r->nodes.end(), std::back_inserter(fresh));
-  }
-  std::unordered_set<std::string> fresh_dirs;
-  for (const auto& n : fresh)
-    if (n.entry.type == EntryType::dir) fresh_dirs.insert(n.entry.path);
-  // Old folders directly in a re-read folder that are no longer folders there.
-  for (const auto& [od, od_sha] : old_dirs)
-    if (dirty.count(parent_of(od)) && !gone.count(parent_of(od)) && !fresh_dirs.count(od)) gone.insert(od);
-  auto mark = [&](std::string d) {
-    for (;;) {
-      if (!changed.insert(d).second || d.empty()) return;
-      d = parent_of(d);
-    }
-  };
-  for (const auto& d : dirty) mark(d);
-  for (const auto& g : gone) mark(g);
-  std::vector<ScanNode> out;
-  out.reserve(base.size() + fresh.size());
-  for (auto& n : base) {
-    const std::string& p = n.entry.path;
-    std::string parent = parent_of(p);
-    bool relisted = dirty.count(parent) && !gone.count(parent);
-    bool dropped = !relisted && gone.count(p) > 0;
-    for (const auto& g : gone)
-      if (!relisted && !dropped && beneath(p, g)) dropped = true;
-    if (relisted || dropped) {
-      if (n.entry.type == EntryType::file) removed.push_back(p);  // back below if still there
-      continue;
-    }
-    out.push_back(std::move(n));
-  }
-  const std::size_t kept = out.size();
-  for (auto& n : fresh) {
-    bool is_new_dir = n.entry.type == EntryType::dir && !old_dirs.count(n.entry.path);
-    // A folder listed again but not itself re-read keeps its object (its contents are unchanged).
-    if (n.entry.type == EntryType::dir && !is_new_dir && !changed.count(n.entry.path))
-      n.entry.sha = old_dirs[n.entry.path];
-    std::string path = n.entry.path;
-    out.push_back(std::move(n));
-    if (!is_new_dir) continue;
-    auto sub = scan_workspace(root, stop, watch, path, 0);
-    if (!sub) {
-      if (sub.error().code == Errc::cancelled) return std::unexpected(sub.error());
-      continue;  // went again already
-    }
-    std::move(sub->nodes.begin(), sub->nodes.end(), std::back_inserter(out));
-  }
-  // The kept part is in tree order already: sort what was read again and merge it in.
-  auto less = [](const ScanNode& a, const ScanNode& b) { return path_less(a.entry.path, b.entry.path); };
-  std::sort(out.begin() + std::ptrdiff_t(kept), out.end(), less);
-  std::inplace_merge(out.begin(), out.begin() + std::ptrdiff_t(kept), out.end(), less);
-  return out;
-}
-
 // What create() does with the workspace lock held; `trust_cache` false after a cached hash
 // turned out to have lost its blob (another process collected it), so everything is read again.
 Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const CheckpointRequest& req, std::stop_token stop,
@@ -197,7 +106,7 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
       }
       ScanResult r;
       wc->base_valid = false;  // consumed below; set again once this checkpoint is recorded
-      auto nodes = rescan(*req.root, std::move(wc->base), dirty.dirs, wc->watch.get(), stop, r, changed_dirs,
+      auto nodes = rescan_changed(*req.root, std::move(wc->base), dirty.dirs, wc->watch.get(), stop, r, changed_dirs,
                           removed_files);
       if (!nodes) return std::unexpected(nodes.error());
       partial = true;
@@ -550,7 +459,7 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
   wc->linked_dirs.clear();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (gone.count(i)) continue;
-    if (nodes[i].entry.type == EntryType::file && nodes[i].nlink > 1) wc->linked_dirs.insert(parent_of(nodes[i].entry.path));
+    if (nodes[i].entry.type == EntryType::file && nodes[i].nlink > 1) wc->linked_dirs.insert(parent_folder(nodes[i].entry.path));
     wc->base.push_back(std::move(nodes[i]));
   }
   wc->base_root = root;
@@ -586,72 +495,6 @@ Result<CheckpointInfo> CheckpointStore::create(const CheckpointRequest& req, std
   }
   if (r && !r->reused && r->trigger != "manual") (void)prune(req.workspace_id);
   return r;
-}
-
-}  // namespace kiln::workspace
-
-namespace kiln::workspace {
-
-Result<FlatTree> snapshot_now(CheckpointStore::Impl& im, const Root& root, const std::string& workspace_id,
-                              std::stop_token stop) {
-  auto scanned = scan_workspace(root, stop);
-  if (!scanned) return std::unexpected(scanned.error());
-  auto& nodes = scanned->nodes;
-  std::vector<std::size_t> misses;
-  {
-    std::lock_guard lock(im.mu);
-    auto cache = im.cache_locked(workspace_id);
-    if (!cache) return std::unexpected(cache.error());
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      ScanNode& n = nodes[i];
-      if (n.entry.type == EntryType::symlink) {
-        n.entry.sha = blobs::sha256_hex(n.link_target);
-        continue;
-      }
-      if (n.entry.type != EntryType::file) continue;
-      auto it = (*cache)->entries.find(n.entry.path);
-      if (it != (*cache)->entries.end() && it->second.ino == n.ino && it->second.size == n.entry.size &&
-          it->second.mtime_ns == n.mtime_ns && it->second.ctime_ns == n.ctime_ns &&
-          n.mtime_ns < it->second.hashed_at_ns - kRacyNs) {
-        n.entry.sha = it->second.sha;
-        continue;
-      }
-      misses.push_back(i);
-    }
-  }
-  std::atomic<std::size_t> next{0};
-  std::vector<char> gone(nodes.size(), 0);
-  auto worker = [&] {
-    for (std::size_t k; (k = next++) < misses.size() && !stop.stop_requested();) {
-      ScanNode& n = nodes[misses[k]];
-      auto fd = root.open(n.entry.path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-      struct stat st {};
-      if (!fd || ::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        gone[misses[k]] = 1;
-        continue;
-      }
-      auto h = blobs::BlobStore::hash(fd->get(), n.entry.path);
-      if (!h) {
-        gone[misses[k]] = 1;
-        continue;
-      }
-      n.entry.sha = h->sha256;
-      n.entry.size = h->size;
-      n.entry.mode = std::uint32_t(st.st_mode & 07777);
-    }
-  };
-  {
-    unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), unsigned(misses.size() / 8 + 1)));
-    std::vector<std::jthread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-  }
-  if (stop.stop_requested()) return fail(Errc::cancelled, "cancelled");
-  FlatTree flat;
-  flat.reserve(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (!gone[i]) flat.push_back(std::move(nodes[i].entry));
-  return flat;
 }
 
 }  // namespace kiln::workspace

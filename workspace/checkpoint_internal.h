@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stop_token>
+#include <unordered_set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -90,6 +92,19 @@ CheckpointInfo read_checkpoint_row(db::Statement& s);
 namespace kiln::workspace {
 // The files now as a flat tree, hashed but stored nowhere (a diff against now, a dry run, the
 // end of an interrupted restore): the stat cache answers what it can, the rest is read.
+std::string parent_folder(const std::string& path);  // "" for a top-level entry
+
+// The last scan with the folders inotify named read again: their direct entries replaced, new
+// subfolders scanned whole, folders that went (or stopped being folders) dropped with their
+// contents. Folders holding a file with other names are always read again (a write through
+// another name tells this folder nothing). `changed` receives every folder whose object must be
+// encoded again (those re-read, the ones that went, and their parents up to the root); `removed`
+// the files of re-read folders (those not listed again went).
+Result<std::vector<ScanNode>> rescan_changed(const Root& root, std::vector<ScanNode>&& base, std::set<std::string> dirty,
+                                             WorkspaceWatch* watch, std::stop_token stop, ScanResult& notes,
+                                             std::unordered_set<std::string>& changed,
+                                             std::vector<std::string>& removed);
+
 // create() with the workspace's lock already held (restore makes its "before" this way).
 Result<CheckpointInfo> create_checkpoint_locked(CheckpointStore::Impl& im, const CheckpointRequest& req,
                                                 std::stop_token stop);

@@ -2,6 +2,8 @@
 // long names and base-256 numbers, which GNU tar writes by default, so any common tarball opens.
 #include "workspace/tar_format.h"
 
+#include "workspace/search_text.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -21,18 +23,6 @@ constexpr std::uint64_t kMaxLongName = 64 * 1024;      // a GNU long name or lin
 
 bool ascii_plain(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
-}
-
-bool valid_utf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 4;
-    if (n == 4) return false;
-    for (std::size_t k = 1; k <= n; ++k)
-      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    i += n + 1;
-  }
-  return true;
 }
 
 void put_string(char* field, std::size_t width, std::string_view s) {
