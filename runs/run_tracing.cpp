@@ -31,18 +31,29 @@ json limits_json(const sbx::Limits& l) {
 
 }  // namespace
 
-std::string RunTracer::checkpoint_before(const std::shared_ptr<const workspace::Root>& root,
-                                         const std::string& workspace_id, const std::string& principal,
-                                         const std::string& trigger, const std::string& trace_id) {
+namespace {
+
+// An automatic checkpoint of a run: equal to the workspace's latest, that one is returned.
+workspace::CheckpointRequest around_run(const std::shared_ptr<const workspace::Root>& root,
+                                        const std::string& workspace_id, const std::string& principal,
+                                        const std::string& trigger, const std::string& trace_id, const char* when) {
   workspace::CheckpointRequest q;
   q.root = root.get();
   q.workspace_id = workspace_id;
   q.principal = principal;
   q.trigger = trigger;
   q.trace_id = trace_id;
-  q.label = fmt::format("before {}", trace_id);
+  q.label = fmt::format("{} {}", when, trace_id);
   q.reuse_latest = true;
-  auto c = checkpoints_->create(q);
+  return q;
+}
+
+}  // namespace
+
+std::string RunTracer::checkpoint_before(const std::shared_ptr<const workspace::Root>& root,
+                                         const std::string& workspace_id, const std::string& principal,
+                                         const std::string& trigger, const std::string& trace_id) {
+  auto c = checkpoints_->create(around_run(root, workspace_id, principal, trigger, trace_id, "before"));
   if (!c) {
     spdlog::warn("trace {}: no checkpoint before the run: {}", trace_id, c.error().message);
     (void)store_.set_changes(trace_id, json{{"error", c.error().message}});
@@ -54,15 +65,7 @@ std::string RunTracer::checkpoint_before(const std::shared_ptr<const workspace::
 void RunTracer::record_changes(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
                                const std::string& principal, const std::string& trigger, const std::string& trace_id,
                                const std::string& before) {
-  workspace::CheckpointRequest q;
-  q.root = root.get();
-  q.workspace_id = workspace_id;
-  q.principal = principal;
-  q.trigger = trigger;
-  q.trace_id = trace_id;
-  q.label = fmt::format("after {}", trace_id);
-  q.reuse_latest = true;
-  auto after = checkpoints_->create(q);
+  auto after = checkpoints_->create(around_run(root, workspace_id, principal, trigger, trace_id, "after"));
   json changes;
   if (!after) {
     changes = {{"error", after.error().message}, {"checkpoint_before", before}};

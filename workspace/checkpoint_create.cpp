@@ -395,15 +395,19 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(workspace_id, path) DO UPDATE SET ino = ?3, size = ?4, "
                    "mtime_ns = ?5, ctime_ns = ?6, sha = ?7, hashed_at_ns = ?8");
   db::Statement del(im.db, "DELETE FROM stat_cache WHERE workspace_id = ?1 AND path = ?2");
+  auto forget = [&](std::string_view path) -> Result<void> {
+    del.reset();
+    del.bind(1, req.workspace_id);
+    del.bind(2, path);
+    if (auto r = del.run("forget stat cache entry"); !r) return std::unexpected(r.error());
+    return {};
+  };
   std::vector<std::pair<std::string, CacheEntry>> learned;
   for (const auto& m : misses) {
     const ScanNode& n = nodes[m.node];
     if (m.gone || n.entry.sha.empty()) continue;
     if (!m.cacheable) {
-      del.reset();
-      del.bind(1, req.workspace_id);
-      del.bind(2, n.entry.path);
-      if (auto r = del.run("forget stat cache entry"); !r) return std::unexpected(r.error());
+      if (auto r = forget(n.entry.path); !r) return std::unexpected(r.error());
       continue;
     }
     CacheEntry ce{n.ino, n.entry.size, n.mtime_ns, n.ctime_ns, n.entry.sha, started_ns};
@@ -428,12 +432,8 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
         if (n.entry.type == EntryType::file) went.erase(n.entry.path);
     for (const auto& p : went)
       if (entries.count(std::string(p))) stale.emplace_back(p);
-    for (const auto& p : stale) {
-      del.reset();
-      del.bind(1, req.workspace_id);
-      del.bind(2, p);
-      if (auto r = del.run("forget stat cache entry"); !r) return std::unexpected(r.error());
-    }
+    for (const auto& p : stale)
+      if (auto r = forget(p); !r) return std::unexpected(r.error());
   } else if (cache_size > hits) {  // some cached path was not hit: it changed (relearned) or went
     std::unordered_set<std::string_view> present;
     present.reserve(nodes.size());
@@ -441,12 +441,8 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
       if (n.entry.type == EntryType::file) present.insert(n.entry.path);
     for (const auto& [path, e] : entries)
       if (!present.count(path)) stale.push_back(path);
-    for (const auto& p : stale) {
-      del.reset();
-      del.bind(1, req.workspace_id);
-      del.bind(2, p);
-      if (auto r = del.run("forget stat cache entry"); !r) return std::unexpected(r.error());
-    }
+    for (const auto& p : stale)
+      if (auto r = forget(p); !r) return std::unexpected(r.error());
   }
   if (auto r = tx.commit(); !r) return std::unexpected(r.error());
   for (const auto& m : misses)
