@@ -495,6 +495,9 @@ function baseOf(url) {
 sandboxTest('kill -9 of kiln mcp during publish of many and large files', async (t) => {
   const ws = tempDir('kiln-faults-pubws-');
   const files = makePublishTree(ws);
+  // Automatic checkpoints would store these files first, and the publish would then copy nothing
+  // (one blob store): the kill must land while the publish itself copies.
+  fs.writeFileSync(path.join(ws, 'kiln.json'), JSON.stringify({ checkpoints: { auto: false } }));
   const results = [];
   for (let i = 0; i < ITERATIONS; i++) {
     let home;
