@@ -35,18 +35,6 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string human_bytes(std::uint64_t n) {
-  if (n < 1024) return fmt::format("{} B", n);
-  if (n < 1024ull * 1024) return fmt::format("{:.1f} KiB", double(n) / 1024);
-  if (n < 1024ull * 1024 * 1024) return fmt::format("{:.1f} MiB", double(n) / (1024.0 * 1024));
-  return fmt::format("{:.2f} GiB", double(n) / (1024.0 * 1024 * 1024));
-}
-
-std::string when(const std::string& iso) {
-  if (iso.size() >= 19 && iso[10] == 'T') return iso.substr(0, 10) + " " + iso.substr(11, 8);
-  return iso;
-}
-
 std::string current_dir() {
   std::error_code ec;
   auto p = std::filesystem::current_path(ec);

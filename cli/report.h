@@ -2,6 +2,7 @@
 // rule, and JSON on stdout that invalid UTF-8 (in a command line, in output) cannot break half-way.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -20,5 +21,9 @@ int usage(const std::string& message);
 
 // `j` as text (indent -1: one line), invalid UTF-8 replaced.
 std::string dump_json(const nlohmann::json& j, int indent = 2);
+
+// For people: "1.5 MiB"; and an ISO 8601 time as "YYYY-MM-DD HH:MM:SS".
+std::string human_bytes(std::uint64_t n);
+std::string when(const std::string& iso);
 
 }  // namespace kiln::cli

@@ -116,11 +116,6 @@ std::string one_line(std::string_view s, size_t max_bytes) {
 }
 
 // "2026-11-30T20:15:02.123Z" as "2026-11-30 20:15:02": seconds are enough to tell runs apart.
-std::string when(const std::string& iso) {
-  if (iso.size() >= 19 && iso[10] == 'T') return iso.substr(0, 10) + " " + iso.substr(11, 8);
-  return iso;
-}
-
 std::string human_ms(int64_t ms) {
   if (ms < 1000) return fmt::format("{}ms", ms);
   if (ms < 60'000) return fmt::format("{:.1f}s", double(ms) / 1000.0);
@@ -128,13 +123,10 @@ std::string human_ms(int64_t ms) {
   return fmt::format("{}h{:02}m", ms / 3'600'000, (ms / 60'000) % 60);
 }
 
+// A byte count as a trace records it (a JSON number; anything else is unknown).
 std::string human_bytes(const json& v) {
   if (!v.is_number()) return "?";
-  double n = v.get<double>();
-  if (n < 1024) return fmt::format("{} B", v.get<int64_t>());
-  if (n < 1024.0 * 1024) return fmt::format("{:.1f} KiB", n / 1024);
-  if (n < 1024.0 * 1024 * 1024) return fmt::format("{:.1f} MiB", n / (1024.0 * 1024));
-  return fmt::format("{:.2f} GiB", n / (1024.0 * 1024 * 1024));
+  return cli::human_bytes(std::uint64_t(std::max(0.0, v.get<double>())));
 }
 
 std::string duration_of(const TraceRecord& r) {

@@ -35,13 +35,6 @@ std::string stem_of(const std::string& file) {
   return dot != std::string::npos && dot > 0 ? name.substr(0, dot) : name;
 }
 
-std::string human_bytes(std::uint64_t n) {
-  if (n < 1024) return fmt::format("{} B", n);
-  if (n < 1024ull * 1024) return fmt::format("{:.1f} KiB", double(n) / 1024);
-  if (n < 1024ull * 1024 * 1024) return fmt::format("{:.1f} MiB", double(n) / (1024.0 * 1024));
-  return fmt::format("{:.2f} GiB", double(n) / (1024.0 * 1024 * 1024));
-}
-
 }  // namespace
 
 CLI::App& WorkspaceCommand::configure(CLI::App& app) {
