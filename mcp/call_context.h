@@ -2,6 +2,7 @@
 // and the session it belongs to. Handlers receive it by reference and never outlive the request.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <stop_token>
@@ -19,6 +20,16 @@ struct CallContext {
   std::optional<nlohmann::json> progress_token;
   std::stop_token stop;                       // requested on notifications/cancelled or shutdown
   SessionState* session = nullptr;            // workspace selection, client identity
+
+  // The request's era and what the client said it can do (its _meta, or its initialize).
+  bool modern = false;
+  nlohmann::json client_capabilities = nlohmann::json::object();
+  // Legacy era only: sends a request to the client (elicitation/create) and waits for its answer,
+  // the request's cancellation or `timeout`. Empty when the request cannot ask (modern era, task).
+  std::function<std::optional<nlohmann::json>(const std::string& method, nlohmann::json params,
+                                              std::chrono::milliseconds timeout)> ask_client;
+  // Legacy era only: sends a notification to the client (notifications/elicitation/complete).
+  std::function<void(const std::string& method, nlohmann::json params)> notify;
 
   // Sends notifications/progress when the request carried a progressToken; a no-op otherwise.
   // `progress` must grow between calls; the session drops calls that would break that rule.

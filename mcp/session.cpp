@@ -1,5 +1,7 @@
 // The MCP session: lifecycle, the method table, exactly-one-reply bookkeeping, cancellation,
-// progress, logging and server-to-client requests. Tool and resource logic lives in methods_*.cpp.
+// progress, logging and server-to-client requests, for legacy requests (after initialize) and
+// modern ones (2026-07-28 _meta, served statelessly; subscriptions/listen lives here too). Tool
+// and resource logic lives in methods_*.cpp.
 #include "mcp/session.h"
 
 #include <atomic>
@@ -14,12 +16,14 @@
 #include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/jsonrpc.h"
+#include "protocol/mcp_era.h"
 #include "protocol/mcp_params.h"
 #include "protocol/mcp_version.h"
 #include "mcp/logging.h"
 #include "mcp/methods.h"
 #include "mcp/principal.h"
 #include "mcp/request_runner.h"
+#include "mcp/server_identity.h"
 #include "mcp/workspace_opening.h"
 #include "workspace/state_store.h"
 
@@ -43,13 +47,25 @@ json bounded_data(const json& data) {
 // anything from being sent after it (or after a cancellation).
 struct InFlight {
   json id;
+  std::string method;
   std::optional<json> progress_token;
   std::stop_source stop;
   std::mutex mu;
   bool finished = false;
   bool cancelled = false;
   double last_progress = -std::numeric_limits<double>::infinity();
+  // A modern request: its own capabilities and log level (-1: it asked for no log messages).
+  bool modern = false;
+  json client_capabilities = json::object();
+  int log_rank = -1;
+  // subscriptions/listen: open until cancelled or the session ends; these URIs' updates go to it.
+  bool listener = false;
+  std::set<std::string> listen_uris;
+  std::unique_ptr<std::stop_callback<std::function<void()>>> on_stop;
 };
+
+// Which era's requests a method belongs to.
+enum class Era { both, legacy, modern };
 
 enum class Phase { awaiting_initialize, initializing, ready };
 
@@ -59,11 +75,17 @@ std::string id_key(const json& id) { return id.dump(); }
 
 struct Session::Impl : std::enable_shared_from_this<Impl> {
   Impl(ServerContext& s, std::shared_ptr<Outbound> o, std::string principal)
-      : server(s), out(std::move(o)), state(s.store, principal.empty() ? local_principal() : std::move(principal)) {}
+      : server(s), out(std::move(o)),
+        legacy_state(std::make_shared<SessionState>(s.store, principal.empty() ? local_principal() : principal)),
+        state(*legacy_state) {}
 
   ServerContext& server;
   std::shared_ptr<Outbound> out;
-  SessionState state;
+  std::shared_ptr<SessionState> legacy_state;
+  SessionState& state;  // the legacy era's: the one initialize and roots/list fill in
+  std::mutex stateless_mu;
+  std::shared_ptr<SessionState> stateless_state;  // modern requests', made on the first one
+  int events_token = 0;
   // Threads start with the first request that needs one, so `initialize` never waits for them.
   RequestRunner runner{server.options.max_concurrent_requests, server.options.worker_threads};
 
@@ -94,7 +116,11 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
       if (req->finished) return;
       req->finished = true;
       if (!req->cancelled) {
-        if (result) {
+        if (result && req->modern) {
+          json decorated = *result;
+          decorate_modern_result(req->method, decorated);
+          send(proto::make_response(req->id, std::move(decorated)));
+        } else if (result) {
           send(proto::make_response(req->id, *result));
         } else {
           const auto& e = result.error();
@@ -119,6 +145,28 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
       pending[id_key(id)] = std::move(on_reply);
     }
     send(proto::make_request(id, method, std::move(params)));
+  }
+
+  // A request to the client whose answer the calling thread waits for (legacy era only).
+  std::optional<json> ask_and_wait(const std::string& method, json params, std::chrono::milliseconds timeout,
+                                   std::stop_token stop) {
+    struct Waiter {
+      std::mutex mu;
+      std::condition_variable_any cv;
+      bool done = false;
+      std::optional<json> answer;
+    };
+    auto w = std::make_shared<Waiter>();
+    send_request(method, std::move(params), [w](const json* result, const json* error) {
+      std::lock_guard lock(w->mu);
+      w->done = true;
+      if (result) w->answer = *result;
+      else if (error) w->answer = json{{"error", *error}};
+      w->cv.notify_all();
+    });
+    std::unique_lock lock(w->mu);
+    w->cv.wait_for(lock, stop, timeout, [&] { return w->done; });
+    return w->answer;
   }
 
   void log_to_client(std::string_view level, std::string_view logger, std::string_view text) {
@@ -189,15 +237,41 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
       }
     }
     if (auto token = proto::progress_token(m.params); token && *token) req->progress_token = **token;
+    req->method = m.method;
+
+    if (proto::carries_modern_meta(m.params)) {
+      req->modern = true;
+      auto meta = proto::decode_request_meta(m.params);
+      if (!meta) return reply(req, std::unexpected(RpcError{proto::kInvalidParams, meta.error().message}));
+      // server/discover answers whatever version it was asked in: it is how a client learns them.
+      if (!proto::is_modern_version(meta->protocol_version) && m.method != "server/discover") {
+        return reply(req, std::unexpected(unsupported_version(meta->protocol_version)));
+      }
+      req->client_capabilities = meta->client_capabilities;
+      if (meta->log_level) req->log_rank = proto::log_level_rank(*meta->log_level);
+    }
 
     const Method* method = find_method(m.method);
     if (!method) {
       return reply(req, std::unexpected(RpcError{proto::kMethodNotFound, "Method not found: " + bounded(m.method)}));
     }
-    if (method->needs_initialize && phase == Phase::awaiting_initialize) {
-      return reply(req, std::unexpected(RpcError{proto::kInvalidRequest,
-                                                 "Invalid Request: send 'initialize' before '" + m.method + "'"}));
+    if (req->modern && method->era == Era::legacy) {
+      return reply(req, std::unexpected(RpcError{proto::kMethodNotFound,
+                                                 "Method not found: " + m.method + " is not part of MCP 2026-07-28" +
+                                                     std::string(legacy_replacement(m.method))}));
     }
+    if (!req->modern && method->era == Era::modern) {
+      return reply(req, std::unexpected(RpcError{
+                            proto::kMethodNotFound,
+                            "Method not found: " + m.method + " belongs to MCP 2026-07-28; send it with params._meta[\"" +
+                                proto::kMetaProtocolVersion + "\"] = \"2026-07-28\" and the client's capabilities"}));
+    }
+    if (!req->modern && method->needs_initialize && phase == Phase::awaiting_initialize) {
+      return reply(req, std::unexpected(RpcError{proto::kInvalidRequest,
+                                                 "Invalid Request: send 'initialize' before '" + m.method +
+                                                     "' (or carry the MCP 2026-07-28 _meta envelope in each request)"}));
+    }
+    if (m.method == "subscriptions/listen") return start_listen(req, m.params);
     if (method->runs == Runs::inline_) return run_method(req, *method, m.method, m.params);
     runner.post([self = shared_from_this(), req, method, name = m.method, params = m.params] {
       self->run_method(req, *method, name, params);
@@ -210,8 +284,9 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
   enum class Runs { inline_, pool };
   struct Method {
     Runs runs;
-    bool needs_initialize;  // refused with "send 'initialize' before ..." until the client did
+    bool needs_initialize;  // refused with "send 'initialize' before ..." until the client did (legacy)
     MethodResult (*handle)(Impl& session, MethodEnv& env, const json& params);
+    Era era = Era::both;
   };
 
   template <MethodResult (*F)(MethodEnv&, const json&)>
@@ -219,15 +294,32 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     return F(env, params);
   }
 
+  static MethodResult discover(Impl&, MethodEnv& env, const json&) {
+    json out = discover_result();
+    if (!env.modern) {
+      // Asked without the envelope (a legacy client's probe): the same facts, without claiming
+      // the tasks extension for a session whose initialize declared the legacy tasks instead.
+      out["capabilities"]["tasks"] = legacy_capabilities()["tasks"];
+    }
+    return out;
+  }
+
   static const Method* find_method(std::string_view name) {
     static const std::map<std::string_view, Method> table = {
         // Lifecycle and the log level: their order relative to later messages matters.
-        {"initialize", {Runs::inline_, false, [](Impl& s, MethodEnv&, const json& p) { return s.initialize(p); }}},
+        {"initialize", {Runs::inline_, false, [](Impl& s, MethodEnv&, const json& p) { return s.initialize(p); }, Era::legacy}},
         {"ping", {Runs::inline_, false, [](Impl&, MethodEnv&, const json&) -> MethodResult { return json::object(); }}},
-        {"logging/setLevel", {Runs::inline_, true, [](Impl& s, MethodEnv&, const json& p) { return s.set_level(p); }}},
+        {"logging/setLevel", {Runs::inline_, true, [](Impl& s, MethodEnv&, const json& p) { return s.set_level(p); }, Era::legacy}},
+        {"server/discover", {Runs::inline_, false, discover}},
+        {"subscriptions/listen", {Runs::inline_, false, nullptr, Era::modern}},
         // Cheap, though they check the URI on disk.
-        {"resources/subscribe", {Runs::inline_, true, with_env<resources_subscribe>}},
-        {"resources/unsubscribe", {Runs::inline_, true, with_env<resources_unsubscribe>}},
+        {"resources/subscribe", {Runs::inline_, true, with_env<resources_subscribe>, Era::legacy}},
+        {"resources/unsubscribe", {Runs::inline_, true, with_env<resources_unsubscribe>, Era::legacy}},
+        {"tasks/get", {Runs::inline_, true, with_env<tasks_get>}},
+        {"tasks/cancel", {Runs::inline_, true, with_env<tasks_cancel>}},
+        {"tasks/update", {Runs::inline_, true, with_env<tasks_update>, Era::modern}},
+        {"tasks/list", {Runs::inline_, true, with_env<tasks_list>, Era::legacy}},
+        {"tasks/result", {Runs::pool, true, with_env<tasks_result>, Era::legacy}},
         {"tools/list", {Runs::pool, true, with_env<tools_list>}},
         {"tools/call", {Runs::pool, true, with_env<tools_call>}},
         {"resources/list", {Runs::pool, true, with_env<resources_list>}},
@@ -241,14 +333,46 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     return it == table.end() ? nullptr : &it->second;
   }
 
+  static RpcError unsupported_version(const std::string& requested) {
+    json supported = json::array();
+    for (auto v : proto::all_protocol_versions()) supported.push_back(std::string(v));
+    return RpcError{proto::kUnsupportedProtocolVersion,
+                    "Unsupported protocol version: " + bounded(requested) +
+                        " (this server speaks 2026-07-28 per request, and 2025-11-25, 2025-06-18 and 2025-03-26 "
+                        "through initialize)",
+                    json{{"supported", std::move(supported)}, {"requested", requested}}};
+  }
+
+  static std::string_view legacy_replacement(std::string_view method) {
+    if (method == "resources/subscribe" || method == "resources/unsubscribe")
+      return " (use subscriptions/listen with notifications.resourceSubscriptions)";
+    if (method == "logging/setLevel") return R"( (send params._meta["io.modelcontextprotocol/logLevel"] with each request))";
+    if (method == "initialize") return " (send each request with the _meta envelope; server/discover lists versions)";
+    if (method == "tasks/result" || method == "tasks/list") return " (poll tasks/get; its result arrives there)";
+    return "";
+  }
+
   CallContext make_context(const std::shared_ptr<InFlight>& req) {
     CallContext ctx;
     ctx.request_id = req->id;
     ctx.progress_token = req->progress_token;
     ctx.stop = req->stop.get_token();
-    ctx.session = &state;
+    ctx.session = req->modern ? stateless().get() : &state;
+    ctx.modern = req->modern;
+    ctx.client_capabilities = req->modern ? req->client_capabilities : client_capabilities;
     std::weak_ptr<InFlight> weak = req;
     std::weak_ptr<Impl> self = weak_from_this();
+    if (!req->modern) {
+      ctx.ask_client = [self, stop = ctx.stop](const std::string& method, json params,
+                                               std::chrono::milliseconds timeout) -> std::optional<json> {
+        auto s = self.lock();
+        if (!s) return std::nullopt;
+        return s->ask_and_wait(method, std::move(params), timeout, stop);
+      };
+      ctx.notify = [self](const std::string& method, json params) {
+        if (auto s = self.lock()) s->send(proto::make_notification(method, std::move(params)));
+      };
+    }
     ctx.progress = [weak, self](double progress, std::optional<double> total, std::string_view message) {
       auto r = weak.lock();
       auto s = self.lock();
@@ -261,24 +385,38 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
       if (!message.empty()) params["message"] = message;
       s->send(proto::make_notification("notifications/progress", std::move(params)));
     };
-    ctx.log = [self](std::string_view level, std::string_view text) {
-      if (auto s = self.lock()) s->log_to_client(level, "kiln", text);
-    };
+    if (req->modern) {
+      // The request's own log level, and its messages belong to it (on HTTP, to its stream).
+      ctx.log = [weak, self](std::string_view level, std::string_view text) {
+        auto r = weak.lock();
+        auto s = self.lock();
+        if (!r || !s || r->log_rank < 0 || proto::log_level_rank(level) < r->log_rank) return;
+        std::lock_guard lock(r->mu);
+        if (r->finished || r->cancelled) return;
+        s->send(proto::make_notification("notifications/message", {{"level", level}, {"logger", "kiln"}, {"data", text}}));
+      };
+    } else {
+      ctx.log = [self](std::string_view level, std::string_view text) {
+        if (auto s = self.lock()) s->log_to_client(level, "kiln", text);
+      };
+    }
     return ctx;
   }
 
   void run_method(const std::shared_ptr<InFlight>& req, const Method& m, const std::string& method, const json& params) {
     CallContext ctx = make_context(req);
     std::weak_ptr<Impl> self = weak_from_this();
-    MethodEnv env{server, state, ctx,
+    std::shared_ptr<SessionState> owner = req->modern ? stateless() : legacy_state;
+    MethodEnv env{server, *owner, ctx, req->modern, ctx.client_capabilities, owner,
                   [self](const std::string& uri, bool on) {
                     if (auto s = self.lock()) {
                       std::lock_guard lock(s->subs_mu);
                       if (on) s->subscriptions.insert(uri); else s->subscriptions.erase(uri);
                     }
                   },
-                  [self](const std::string& uri) {
-                    if (auto s = self.lock()) s->resource_updated(uri);
+                  [server = &server, principal = owner->principal()](const std::string& uri) {
+                    // Every session of the process hears it: a listener may live in another one.
+                    server->shared->events.publish(principal, uri);
                   }};
     MethodResult result;
     try {
@@ -292,11 +430,93 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void resource_updated(const std::string& uri) {
+    bool legacy_subscribed;
     {
       std::lock_guard lock(subs_mu);
-      if (!subscriptions.contains(uri)) return;
+      legacy_subscribed = subscriptions.contains(uri);
     }
-    send(proto::make_notification("notifications/resources/updated", {{"uri", uri}}));
+    if (legacy_subscribed) send(proto::make_notification("notifications/resources/updated", {{"uri", uri}}));
+    std::vector<std::shared_ptr<InFlight>> listening;
+    {
+      std::lock_guard lock(inflight_mu);
+      for (const auto& [key, r] : inflight) {
+        if (r->listener && r->listen_uris.contains(uri)) listening.push_back(r);
+      }
+    }
+    for (const auto& r : listening) {
+      std::lock_guard lock(r->mu);
+      if (r->finished || r->cancelled) continue;
+      send(proto::make_notification("notifications/resources/updated",
+                                    {{"uri", uri}, {"_meta", {{proto::kMetaSubscriptionId, r->id}}}}));
+    }
+  }
+
+  // ---- the modern era's state and subscriptions ----------------------------------------------
+  std::shared_ptr<SessionState> stateless() {
+    std::lock_guard lock(stateless_mu);
+    if (stateless_state) return stateless_state;
+    stateless_state = SessionState::stateless(server.store, state.principal());
+    if (!server.options.startup_workspace.empty()) {
+      auto& shared = *server.shared;
+      std::lock_guard open_lock(shared.fallback_mu);
+      if (!shared.fallback_opened) {
+        shared.fallback_opened = true;
+        auto r = open_workspace_folder(*stateless_state, server.options.startup_workspace, "", false);
+        if (r) shared.fallback = r->workspace;
+        else spdlog::warn("--workspace {}: {}", server.options.startup_workspace, r.error().message);
+      }
+      stateless_state->set_fallback(shared.fallback);
+    }
+    return stateless_state;
+  }
+
+  // subscriptions/listen: acknowledged now, answered only when the server ends it (a cancellation
+  // ends it without an answer). Kiln's lists never change, so of the filter only
+  // resourceSubscriptions is honoured, and the acknowledgement says so.
+  void start_listen(const std::shared_ptr<InFlight>& req, const json& params) {
+    json uris = json::array();
+    if (params.is_object() && params.contains("notifications")) {
+      const json& n = params["notifications"];
+      if (!n.is_object()) {
+        return reply(req, std::unexpected(RpcError{proto::kInvalidParams, "Invalid params: notifications must be an object"}));
+      }
+      if (n.contains("resourceSubscriptions")) {
+        const json& list = n["resourceSubscriptions"];
+        if (!list.is_array() || list.size() > 1000) {
+          return reply(req, std::unexpected(RpcError{proto::kInvalidParams,
+                                                     "Invalid params: notifications.resourceSubscriptions must be an "
+                                                     "array of at most 1000 URIs"}));
+        }
+        for (const auto& u : list) {
+          if (!u.is_string() || u.get_ref<const std::string&>().empty() || u.get_ref<const std::string&>().size() > 4096) {
+            return reply(req, std::unexpected(RpcError{proto::kInvalidParams,
+                                                       "Invalid params: each resourceSubscriptions entry is a URI string"}));
+          }
+          req->listen_uris.insert(u.get<std::string>());
+        }
+        for (const auto& u : req->listen_uris) uris.push_back(u);
+      }
+    }
+    json ack_filter = json::object();
+    if (!uris.empty()) ack_filter["resourceSubscriptions"] = uris;
+    {
+      std::lock_guard lock(req->mu);
+      req->listener = true;
+      send(proto::make_notification("notifications/subscriptions/acknowledged",
+                                    {{"_meta", {{proto::kMetaSubscriptionId, req->id}}}, {"notifications", ack_filter}}));
+    }
+    // Ends with the request: a cancellation (no answer) or the session's end (a graceful answer).
+    std::weak_ptr<InFlight> weak = req;
+    std::weak_ptr<Impl> self = weak_from_this();
+    std::function<void()> end = [weak, self] {
+      auto r = weak.lock();
+      auto s = self.lock();
+      if (!r || !s) return;
+      s->runner.post([r, s] {
+        s->reply(r, json{{"_meta", {{proto::kMetaSubscriptionId, r->id}}}});
+      });
+    };
+    req->on_stop = std::make_unique<std::stop_callback<std::function<void()>>>(req->stop.get_token(), std::move(end));
   }
 
   // ---- lifecycle -------------------------------------------------------------------------------
@@ -310,19 +530,10 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     state.set_client(ClientInfo{p->client_name, p->client_version});
     phase = Phase::initializing;
     spdlog::info("session initialized by {} {} (protocol {})", p->client_name, p->client_version, p->protocol_version);
-    return json{
-        {"protocolVersion", proto::negotiate_protocol_version(p->protocol_version)},
-        {"capabilities",
-         {{"tools", {{"listChanged", false}}},
-          {"resources", {{"subscribe", true}, {"listChanged", false}}},
-          {"prompts", {{"listChanged", false}}},
-          {"logging", json::object()},
-          {"completions", json::object()}}},
-        {"serverInfo", {{"name", "kiln"}, {"title", "Kiln"}, {"version", KILN_VERSION}}},
-        {"instructions",
-         "Kiln gives you a durable workspace. Call workspace_open with a folder (unless one is already "
-         "open), then use the file_* tools. Paths are relative to the workspace root; long results are "
-         "paged: pass next_offset back as offset to read on."}};
+    return json{{"protocolVersion", proto::negotiate_protocol_version(p->protocol_version)},
+                {"capabilities", legacy_capabilities()},
+                {"serverInfo", server_info()},
+                {"instructions", server_instructions(false)}};
   }
 
   MethodResult set_level(const json& params) {
@@ -377,6 +588,17 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
   bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
     std::unique_lock lock(inflight_mu);
     shutting_down = true;
+    // Listeners never finish on their own: they end first, each with its graceful answer.
+    std::vector<std::shared_ptr<InFlight>> listeners;
+    for (auto& [key, req] : inflight) {
+      if (req->listener) listeners.push_back(req);
+    }
+    lock.unlock();
+    for (auto& r : listeners) {
+      r->on_stop.reset();
+      reply(r, json{{"_meta", {{proto::kMetaSubscriptionId, r->id}}}});
+    }
+    lock.lock();
     if (inflight_cv.wait_for(lock, drain, [this] { return inflight.empty(); })) return true;
     for (auto& [key, req] : inflight) req->stop.request_stop();
     return inflight_cv.wait_for(lock, grace, [this] { return inflight.empty(); });
@@ -398,9 +620,14 @@ Session::Session(ServerContext& server, std::shared_ptr<Outbound> out, std::stri
     });
     impl_->watches.emplace_back(p, token);
   }
+  impl_->events_token = server.shared->events.subscribe([weak](const std::string& principal, const std::string& uri) {
+    auto s = weak.lock();
+    if (s && s->state.principal() == principal) s->resource_updated(uri);
+  });
 }
 
 Session::~Session() {
+  impl_->server.shared->events.unsubscribe(impl_->events_token);
   remove_client_log_sink(impl_->log_sink_id);
   for (const auto& [p, token] : impl_->watches) p->unwatch(token);
   impl_->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
@@ -419,6 +646,16 @@ void Session::reject_unparsed(int code, const std::string& message) {
 
 bool Session::shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
   return impl_->shutdown(drain, grace);
+}
+
+void Session::cancel_request(const json& id) {
+  impl_->on_message(proto::Notification{"notifications/cancelled", json{{"requestId", id}}});
+}
+
+bool serves_method(std::string_view method, bool modern) {
+  const auto* m = Session::Impl::find_method(method);
+  if (!m) return false;
+  return modern ? m->era != Era::legacy : m->era != Era::modern;
 }
 
 void Session::log_to_client(std::string_view level, std::string_view logger, std::string_view text) {

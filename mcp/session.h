@@ -1,6 +1,8 @@
 // One MCP session, independent of its transport: lifecycle, dispatch of requests to handlers on a
 // worker pool, exactly one reply per request, cancellation, progress, logging, and the requests
 // Kiln itself sends to the client (roots/list). stdio and Streamable HTTP both drive this class.
+// It serves both eras: requests after `initialize` (legacy) and requests carrying the 2026-07-28
+// _meta envelope, each served statelessly (on HTTP each modern request gets a Session of its own).
 #pragma once
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mcp/resource_provider.h"
+#include "mcp/server_shared.h"
 #include "protocol/jsonrpc.h"
 
 namespace kiln::workspace { class StateStore; }
@@ -50,7 +53,13 @@ struct ServerContext {
   ServerOptions options;
   // Resource families besides the workspace's files (kiln://trace/); they outlive every session.
   std::vector<const ResourceProvider*> resources;
+  // Tasks and resource-change events, shared by every session of the process.
+  std::shared_ptr<ServerShared> shared = make_server_shared();
 };
+
+// Whether a session answers `method` for a request of that era (the HTTP transport answers an
+// unknown modern method with 404 before any session sees it).
+bool serves_method(std::string_view method, bool modern);
 
 class Session {
  public:
@@ -76,11 +85,16 @@ class Session {
   // waits up to `grace` more for their handlers to return. Returns whether all of them did.
   bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace);
 
+  // Cancels request `id` as notifications/cancelled would (the HTTP transport: a modern request's
+  // stream closed).
+  void cancel_request(const nlohmann::json& id);
+
   // Sends notifications/message (if the client asked for logs at this level).
   void log_to_client(std::string_view level, std::string_view logger, std::string_view text);
 
- private:
   struct Impl;
+
+ private:
   std::shared_ptr<Impl> impl_;
 };
 

@@ -21,8 +21,37 @@ Result<std::shared_ptr<const OpenWorkspace>> SessionState::open_and_select(const
   ws->name = name;
   ws->root = std::make_shared<const workspace::Root>(std::move(*root));
   std::lock_guard lock(mu_);
-  current_ = ws;
+  if (!stateless_) current_ = ws;
   return std::shared_ptr<const OpenWorkspace>(ws);
+}
+
+std::shared_ptr<SessionState> SessionState::stateless(workspace::StateStore& store, std::string principal) {
+  auto s = std::make_shared<SessionState>(store, std::move(principal));
+  s->stateless_ = true;
+  return s;
+}
+
+void SessionState::set_fallback(std::shared_ptr<const OpenWorkspace> fallback) {
+  std::lock_guard lock(mu_);
+  current_ = std::move(fallback);
+}
+
+Result<std::shared_ptr<const OpenWorkspace>> SessionState::workspace_containing(const std::string& absolute_path) {
+  auto inside = [&](const std::string& root) {
+    return absolute_path == root || (absolute_path.starts_with(root) && absolute_path[root.size()] == '/') || root == "/";
+  };
+  if (auto cur = current(); cur && inside(cur->root->path())) return cur;
+  auto list = store_.list_workspaces();
+  if (!list) return std::unexpected(list.error());
+  const workspace::WorkspaceRecord* best = nullptr;
+  for (const auto& w : *list) {
+    if (inside(w.root) && (!best || w.root.size() > best->root.size())) best = &w;
+  }
+  if (!best) {
+    return fail(Errc::not_found, fmt::format("{} is in no known workspace: call workspace_open with its folder first",
+                                             absolute_path));
+  }
+  return workspace_for(nlohmann::json{{"workspace", best->id}});
 }
 
 Result<std::shared_ptr<const OpenWorkspace>> SessionState::workspace_for(const nlohmann::json& arguments) {
@@ -37,6 +66,12 @@ Result<std::shared_ptr<const OpenWorkspace>> SessionState::workspace_for(const n
   }
   if (wanted.empty()) {
     if (cur) return cur;
+    if (stateless_) {
+      return fail(Errc::invalid_argument,
+                  "no workspace given: requests of MCP 2026-07-28 carry no session, so there is no current "
+                  "workspace; pass \"workspace\" (the id workspace_open returned, or a name from workspace_list), "
+                  "or start the server with --workspace PATH");
+    }
     return fail(Errc::invalid_argument,
                 "no workspace is open: call workspace_open with the folder's absolute path first "
                 "(or pass \"workspace\" with a known workspace id or name)");

@@ -77,6 +77,12 @@ void ToolRegistry::add_definition(nlohmann::json definition, ToolHandler handler
   order_.push_back(name);
 }
 
+void ToolRegistry::set_preflight(const std::string& name, ToolPreflight preflight) {
+  auto it = tools_.find(name);
+  if (it == tools_.end()) die("a preflight for tool '" + name + "', which is not registered");
+  it->second.preflight = std::move(preflight);
+}
+
 void ToolRegistry::check_complete() const {
   for (const auto& [name, schema] : embedded_tool_schemas()) {
     if (!tools_.contains(name)) die("schemas/tools/" + name + ".json has no handler");

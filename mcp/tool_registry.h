@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -29,15 +30,23 @@ struct ToolOutput {
 // `arguments` passed the tool's inputSchema and carry its defaults (protocol::apply_defaults).
 using ToolHandler = std::function<Result<ToolOutput>(CallContext&, const nlohmann::json& arguments)>;
 
+// Runs before a tool (and before a task is made of it): what must be settled with the person
+// first. Returns the modern era's inputRequests (elicitations the client is to show) when the call
+// cannot go on without them, nullopt when it can, or an error (a tool error result).
+using ToolPreflight = std::function<Result<std::optional<nlohmann::json>>(CallContext&, const nlohmann::json& arguments)>;
+
 struct ToolEntry {
   nlohmann::json definition;  // name, title, description, inputSchema, outputSchema, annotations
   ToolHandler handler;
+  ToolPreflight preflight;    // may be empty
 };
 
 class ToolRegistry {
  public:
   // Registers `handler` under the schema file schemas/tools/<name>.json (embedded at build time).
   void add(const std::string& name, ToolHandler handler);
+  // Gives the tool `name` (registered before) a preflight step.
+  void set_preflight(const std::string& name, ToolPreflight preflight);
   // Registers a tool whose definition is given directly (tests use it for probe tools).
   void add_definition(nlohmann::json definition, ToolHandler handler);
   // Aborts the process with a message if any embedded tool schema lacks a handler or vice versa.

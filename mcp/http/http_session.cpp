@@ -35,6 +35,23 @@ HttpSession::HttpSession(std::string id, std::string principal, EventStream::Lim
   streams_[0] = standalone_;
 }
 
+std::shared_ptr<HttpSession> HttpSession::for_modern_request(std::string principal, EventStream::Limits limits) {
+  auto hs = std::make_shared<HttpSession>("modern", std::move(principal), limits);
+  hs->modern_ = true;
+  return hs;
+}
+
+bool HttpSession::modern_done() {
+  std::lock_guard lock(mu_);
+  if (closed_) return true;
+  for (const auto& [n, s] : streams_) {
+    if (n == 0) continue;
+    if (s->attached()) return false;
+    if (s->finished()) return true;
+  }
+  return false;
+}
+
 void HttpSession::start(ServerContext& server) {
   session_ = std::make_shared<Session>(server, std::make_shared<Router>(weak_from_this()), principal_);
 }
@@ -200,6 +217,11 @@ void HttpSession::deliver(const json& message) {
         return;
       }
     }
+  }
+  if (modern_) {
+    // A modern request's log messages and listen notifications belong to its own stream.
+    if (!pending_.empty()) pending_.begin()->second->push(std::move(text));
+    return;
   }
   // Not tied to a request in flight: logs, resource updates, server requests (roots/list).
   standalone_->push(std::move(text));

@@ -23,6 +23,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   // `principal`: whom the session acts for (its token's name); only that principal may use it.
   HttpSession(std::string id, std::string principal, EventStream::Limits limits);
+  // A modern (2026-07-28) request's session: it serves that one request, and everything the
+  // Session says goes to the request's stream (there is no GET stream to send anything else to).
+  static std::shared_ptr<HttpSession> for_modern_request(std::string principal, EventStream::Limits limits);
+  bool modern() const { return modern_; }
+  // The modern request's stream has ended or its connection went away.
+  bool modern_done();
   // Starts the Session; its messages route through this object (weakly held).
   void start(ServerContext& server);
 
@@ -72,6 +78,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  private:
   std::string id_;
   std::string principal_;
+  bool modern_ = false;
   EventStream::Limits limits_;
   std::shared_ptr<Session> session_;
 

@@ -252,3 +252,34 @@ std::optional<std::string> TokenSet::principal_for(std::string_view authorizatio
 }
 
 }  // namespace kiln::server::mcp_http
+
+namespace kiln::server::mcp_http {
+
+std::optional<std::string> decode_mcp_header_value(std::string_view raw) {
+  constexpr std::string_view kOpen = "=?base64?", kClose = "?=";
+  if (raw.size() >= kOpen.size() + kClose.size() && raw.starts_with(kOpen) && raw.ends_with(kClose)) {
+    std::string_view b64 = raw.substr(kOpen.size(), raw.size() - kOpen.size() - kClose.size());
+    std::string out(b64.size(), '\0');
+    std::size_t len = 0;
+    if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), b64.data(), b64.size(), nullptr,
+                          &len, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0) {
+      return std::nullopt;
+    }
+    out.resize(len);
+    return out;
+  }
+  for (char c : raw) {
+    auto u = static_cast<unsigned char>(c);
+    if (!(u == '\t' || (u >= 0x20 && u <= 0x7E))) return std::nullopt;
+  }
+  return std::string(raw);
+}
+
+const char* mcp_name_field(std::string_view method) {
+  if (method == "tools/call" || method == "prompts/get") return "name";
+  if (method == "resources/read") return "uri";
+  if (method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel") return "taskId";
+  return nullptr;
+}
+
+}  // namespace kiln::server::mcp_http

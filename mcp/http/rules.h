@@ -42,6 +42,16 @@ std::string supported_protocol_versions_text();
 // request (the header exists since 2025-06-18; 2025-03-26 clients never send it).
 bool version_requires_header(std::string_view version);
 
+// A 2026-07-28 request header value as the server compares it with the body: plain visible ASCII
+// (and inner spaces/tabs) as is, or the `=?base64?...?=` sentinel form decoded. nullopt for a
+// value with other characters or a sentinel that is not valid base64.
+std::optional<std::string> decode_mcp_header_value(std::string_view raw);
+
+// Which body field a 2026-07-28 request's Mcp-Name header mirrors: params.name (tools/call,
+// prompts/get), params.uri (resources/read), params.taskId (tasks/get, tasks/update,
+// tasks/cancel); nullptr for other methods (no Mcp-Name expected).
+const char* mcp_name_field(std::string_view method);
+
 // The bearer tokens /mcp takes, each with the principal it acts for; kept as hashes and compared
 // in constant time.
 class TokenSet {

@@ -15,8 +15,10 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/jsonrpc.h"
+#include "protocol/mcp_era.h"
 #include "protocol/mcp_params.h"
 #include "mcp/http/http_session.h"
 
@@ -48,6 +50,23 @@ Response refuse(int status, std::string_view message, int code = protocol::kInva
   return json_response(status, error_body(protocol::make_error(nullptr, code, message)));
 }
 
+// A refusal of one modern request, answered at the HTTP level but carrying the request's id.
+Response refuse_request(int status, const json& id, int code, std::string_view message, json data = nullptr) {
+  return json_response(status, protocol::serialize(protocol::make_error(
+                                   id, code, message, data.is_null() ? std::nullopt : std::optional<json>(data))));
+}
+
+json all_versions() {
+  json v = json::array();
+  for (auto s : protocol::all_protocol_versions()) v.push_back(std::string(s));
+  return v;
+}
+
+bool modern_header(const Request& req) {
+  const std::string* v = req.header("mcp-protocol-version");
+  return v && protocol::is_modern_version(*v);
+}
+
 std::string new_session_id() {
   unsigned char raw[32];
   randombytes_buf(raw, sizeof raw);
@@ -74,6 +93,9 @@ struct Endpoint::Impl {
 
   mutable std::mutex mu;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
+  // Modern requests in progress, each in a session of its own; ended ones are retired by the janitor.
+  std::vector<std::shared_ptr<HttpSession>> modern_calls;
+  static constexpr std::size_t kMaxModernCalls = 1024;
   bool stopping = false;
   std::condition_variable wake;
   std::thread janitor;
@@ -214,7 +236,30 @@ struct Endpoint::Impl {
     }
     protocol::Message msg = protocol::classify(req.body);
     if (auto* bad = std::get_if<protocol::Invalid>(&msg)) return json_response(400, error_body(bad->reply));
-    if (auto* r = std::get_if<protocol::Request>(&msg); r && r->method == "initialize") return initialize(req, msg, principal);
+    if (auto* r = std::get_if<protocol::Request>(&msg)) {
+      if (r->method == "initialize") {
+        if (modern_header(req)) {
+          return refuse_request(400, r->id, protocol::kHeaderMismatch,
+                                "Header mismatch: initialize belongs to the legacy revisions (2025-11-25 and "
+                                "earlier), but MCP-Protocol-Version says 2026-07-28; send modern requests without "
+                                "initialize, or initialize with a legacy version");
+        }
+        return initialize(req, msg, principal);
+      }
+      bool legacy_session = !req.header_value("mcp-session-id").empty() && !modern_header(req) &&
+                            !protocol::carries_modern_meta(r->params);
+      if (!legacy_session && (protocol::carries_modern_meta(r->params) || modern_header(req) ||
+                              r->method == "server/discover")) {
+        return modern_request(req, std::move(msg), principal);
+      }
+    } else if (auto* n = std::get_if<protocol::Notification>(&msg);
+               n && req.header_value("mcp-session-id").empty() &&
+               (protocol::carries_modern_meta(n->params) || modern_header(req))) {
+      // No session to give it to: in 2026-07-28 a request is cancelled by closing its stream.
+      Response accepted;
+      accepted.status = 202;
+      return accepted;
+    }
 
     auto found = find_session(req, principal);
     if (auto* refusal = std::get_if<Response>(&found)) return std::move(*refusal);
@@ -243,6 +288,97 @@ struct Endpoint::Impl {
     Response accepted;
     accepted.status = 202;
     return accepted;
+  }
+
+  // A request of the 2026-07-28 revision (or server/discover without a session): the headers must
+  // mirror the body, and it runs in a session of its own that ends with it.
+  Response modern_request(const Request& req, protocol::Message msg, const std::string& principal) {
+    const auto& r = std::get<protocol::Request>(msg);
+    const bool probe = r.method == "server/discover" && !protocol::carries_modern_meta(r.params);
+    if (!probe) {
+      auto meta = protocol::decode_request_meta(r.params);
+      if (!meta) return refuse_request(400, r.id, protocol::kInvalidParams, meta.error().message);
+      if (!protocol::is_modern_version(meta->protocol_version) && r.method != "server/discover") {
+        return refuse_request(400, r.id, protocol::kUnsupportedProtocolVersion,
+                              "Unsupported protocol version: " + meta->protocol_version +
+                                  " (2026-07-28 is served per request; legacy revisions through initialize)",
+                              json{{"supported", all_versions()}, {"requested", meta->protocol_version}});
+      }
+      const std::string* version = req.header("mcp-protocol-version");
+      if (!version) {
+        return refuse_request(400, r.id, protocol::kHeaderMismatch,
+                              "Header mismatch: the MCP-Protocol-Version header is required and must equal "
+                              "params._meta[\"io.modelcontextprotocol/protocolVersion\"]");
+      }
+      if (*version != meta->protocol_version) {
+        return refuse_request(400, r.id, protocol::kHeaderMismatch,
+                              fmt::format("Header mismatch: MCP-Protocol-Version header '{}' does not match the body's "
+                                          "protocol version '{}'", *version, meta->protocol_version));
+      }
+      const std::string* method = req.header("mcp-method");
+      if (!method || *method != r.method) {
+        return refuse_request(400, r.id, protocol::kHeaderMismatch,
+                              method ? fmt::format("Header mismatch: Mcp-Method header '{}' does not match the body's "
+                                                   "method '{}'", *method, r.method)
+                                     : fmt::format("Header mismatch: the Mcp-Method header is required ('{}')", r.method));
+      }
+      if (const char* field = mcp_name_field(r.method)) {
+        std::string body_value;
+        if (r.params.is_object() && r.params.contains(field) && r.params[field].is_string()) {
+          body_value = r.params[field].get<std::string>();
+        }
+        const std::string* name = req.header("mcp-name");
+        if (!name) {
+          return refuse_request(400, r.id, protocol::kHeaderMismatch,
+                                fmt::format("Header mismatch: the Mcp-Name header is required for {} (params.{})",
+                                            r.method, field));
+        }
+        auto decoded = decode_mcp_header_value(*name);
+        if (!decoded) {
+          return refuse_request(400, r.id, protocol::kHeaderMismatch,
+                                "Header mismatch: the Mcp-Name header has characters a header cannot carry (use the "
+                                "=?base64?...?= form)");
+        }
+        if (*decoded != body_value) {
+          return refuse_request(400, r.id, protocol::kHeaderMismatch,
+                                fmt::format("Header mismatch: Mcp-Name header value '{}' does not match params.{} '{}'",
+                                            bounded(*decoded), field, bounded(body_value)));
+        }
+      }
+      if (!serves_method(r.method, true)) {
+        return refuse_request(404, r.id, protocol::kMethodNotFound,
+                              serves_method(r.method, false)
+                                  ? fmt::format("Method not found: {} is not part of MCP 2026-07-28", r.method)
+                                  : fmt::format("Method not found: {}", r.method));
+      }
+    }
+    auto hs = HttpSession::for_modern_request(principal, limits);
+    {
+      std::lock_guard lock(mu);
+      if (stopping || modern_calls.size() >= kMaxModernCalls) {
+        Response busy = refuse(503, fmt::format("Service Unavailable: {} MCP requests are in progress; retry shortly",
+                                                modern_calls.size()));
+        busy.headers.emplace_back("Retry-After", "2");
+        return busy;
+      }
+      modern_calls.push_back(hs);
+    }
+    hs->start(server);
+    auto stream = hs->open_request_stream(r.id, r.params);
+    json id = r.id;
+    hs->session()->handle_message(std::move(msg));
+    Response out = sse(hs, stream, std::nullopt);
+    // Closing the response stream cancels the request (2026-07-28 Streamable HTTP, Cancellation).
+    auto closed = std::move(out.stream_closed);
+    std::weak_ptr<HttpSession> weak = hs;
+    out.stream_closed = [closed = std::move(closed), weak, stream, id] {
+      if (closed) closed();
+      auto h = weak.lock();
+      if (!h || stream->finished()) return;
+      if (auto session = h->session()) session->cancel_request(id);
+      h->end_cancelled(id);
+    };
+    return out;
   }
 
   Response initialize(const Request& req, protocol::Message& msg, const std::string& principal) {
@@ -353,6 +489,20 @@ struct Endpoint::Impl {
         hs->prune(options.resume_window, options.max_finished_streams);
         if (ping) hs->keepalive();
       }
+      std::vector<std::shared_ptr<HttpSession>> ended;
+      {
+        std::lock_guard relock(mu);
+        for (auto it = modern_calls.begin(); it != modern_calls.end();) {
+          if ((*it)->modern_done() || (*it)->idle_for(std::chrono::seconds(60))) {
+            ended.push_back(*it);
+            it = modern_calls.erase(it);
+          } else {
+            if (ping) (*it)->keepalive();
+            ++it;
+          }
+        }
+      }
+      for (const auto& hs : ended) retire(hs);
       reap();
       lock.lock();
     }
@@ -365,10 +515,16 @@ struct Endpoint::Impl {
       stopping = true;
       for (const auto& [id, hs] : sessions) all.push_back(hs);
       sessions.clear();
+      for (const auto& hs : modern_calls) all.push_back(hs);
+      modern_calls.clear();
     }
     wake.notify_all();
     if (janitor.joinable()) janitor.join();
-    for (const auto& hs : all) retire(hs);
+    for (const auto& hs : all) {
+      // A modern listener's graceful answer goes out before its stream is cut.
+      if (auto session = hs->modern() ? hs->session() : nullptr) session->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+      retire(hs);
+    }
     reap(std::chrono::steady_clock::now() + grace);
   }
 };

@@ -86,6 +86,24 @@ json echo_tool_definition() {
   })");
 }
 
+// May run as a task (execution.taskSupport), and runs until released or cancelled.
+json task_tool_definition() {
+  return json::parse(R"({
+    "name": "test_task", "description": "runs until released or cancelled",
+    "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+    "execution": {"taskSupport": "optional"},
+    "inputSchema": {"type": "object", "additionalProperties": false, "properties": {}},
+    "outputSchema": {"type": "object", "properties": {"done": {"type": "boolean"}}}
+  })");
+}
+
+// The envelope of a 2026-07-28 request.
+json modern_meta(json caps = json::object()) {
+  return {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+          {"io.modelcontextprotocol/clientCapabilities", std::move(caps)},
+          {"io.modelcontextprotocol/clientInfo", {{"name", "fake-modern"}, {"version", "2"}}}};
+}
+
 struct Fixture {
   TempDir state;
   TempDir folder;
@@ -95,6 +113,8 @@ struct Fixture {
   std::shared_ptr<FakeClient> client = std::make_shared<FakeClient>();
   std::unique_ptr<server::Session> session;
   std::atomic<bool> slow_saw_cancel{false};
+  std::atomic<bool> task_release{false};
+  std::atomic<bool> task_saw_cancel{false};
 
   Fixture() {
     auto opened = workspace::StateStore::open(state.path);
@@ -114,6 +134,15 @@ struct Fixture {
       }
       return server::ToolOutput{json{{"done", true}}};
     });
+    registry.add_definition(task_tool_definition(), [this](server::CallContext& c, const json&) -> Result<server::ToolOutput> {
+      c.progress(1, 2, "half way");
+      while (!task_release && !c.cancelled()) std::this_thread::sleep_for(5ms);
+      if (c.cancelled()) {
+        task_saw_cancel = true;
+        return fail(Errc::cancelled, "cancelled");
+      }
+      return server::ToolOutput{json{{"done", true}}};
+    });
     registry.add_definition(echo_tool_definition(), [](server::CallContext&, const json& args) -> Result<server::ToolOutput> {
       return server::ToolOutput{json{{"args", args}}};
     });
@@ -127,6 +156,13 @@ struct Fixture {
                       {"clientInfo", {{"name", "fake"}, {"version", "1"}}}}}});
     REQUIRE(client->reply(0));
     send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  }
+  json modern(int id, const std::string& method, json params = json::object(), json caps = json::object()) {
+    params["_meta"] = modern_meta(std::move(caps));
+    send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}});
+    auto r = client->reply(id);
+    REQUIRE(r);
+    return *r;
   }
   json call(int id, const std::string& tool, json args) {
     send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"}, {"params", {{"name", tool}, {"arguments", args}}}});
@@ -163,7 +199,7 @@ TEST_CASE("requests before initialize are refused, unknown methods get -32601") 
   auto r = f.client->reply(1);
   REQUIRE(r);
   CHECK((*r)["error"]["code"] == -32600);
-  f.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "server/discover"}});
+  f.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "server/frobnicate"}});
   auto d = f.client->reply(2);
   REQUIRE(d);
   CHECK((*d)["error"]["code"] == -32601);
@@ -286,4 +322,245 @@ TEST_CASE("logging/setLevel validates the level and turns on notifications/messa
   CHECK(f.client->wait_for([](const json& m) {
     return m.value("method", "") == "notifications/message" && m["params"]["data"] == "hello from the server";
   }));
+}
+
+TEST_CASE("server/discover answers without initialize, listing both eras") {
+  Fixture f;
+  auto d = f.modern(1, "server/discover");
+  REQUIRE(d.contains("result"));
+  const json& r = d["result"];
+  CHECK(r["resultType"] == "complete");
+  CHECK(r["supportedVersions"] == json::array({"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}));
+  CHECK(r["capabilities"]["extensions"].contains("io.modelcontextprotocol/tasks"));
+  CHECK(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "kiln");
+  CHECK(r["ttlMs"].is_number_integer());
+  CHECK(r["cacheScope"] == "private");
+  // A legacy client's probe, without the envelope, is answered too.
+  f.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "server/discover"}});
+  auto legacy = f.client->reply(2);
+  REQUIRE(legacy);
+  CHECK((*legacy)["result"]["supportedVersions"][0] == "2026-07-28");
+}
+
+TEST_CASE("a modern request is served without initialize and carries resultType, ttlMs and cacheScope") {
+  Fixture f;
+  auto list = f.modern(1, "tools/list");
+  REQUIRE(list.contains("result"));
+  CHECK(list["result"]["resultType"] == "complete");
+  CHECK(list["result"]["cacheScope"] == "private");
+  CHECK(list["result"]["ttlMs"].is_number_integer());
+  bool saw_task_tool = false;
+  for (const auto& t : list["result"]["tools"]) {
+    CHECK_FALSE(t.contains("execution"));  // no such field in 2026-07-28
+    saw_task_tool = saw_task_tool || t["name"] == "test_task";
+  }
+  CHECK(saw_task_tool);
+  // The same order every time.
+  auto again = f.modern(2, "tools/list");
+  CHECK(again["result"]["tools"] == list["result"]["tools"]);
+  auto call = f.modern(3, "tools/call", {{"name", "test_echo"}, {"arguments", {{"s", "x"}}}});
+  CHECK(call["result"]["resultType"] == "complete");
+  CHECK(call["result"]["structuredContent"]["args"]["s"] == "x");
+  CHECK_FALSE(call["result"].contains("ttlMs"));
+}
+
+TEST_CASE("modern envelope errors: missing capabilities, unsupported version, legacy-only methods") {
+  Fixture f;
+  f.send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"},
+          {"params", {{"_meta", {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"}}}}}});
+  auto missing = f.client->reply(1);
+  REQUIRE(missing);
+  CHECK((*missing)["error"]["code"] == -32602);
+  f.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"},
+          {"params", {{"_meta", {{"io.modelcontextprotocol/protocolVersion", "1900-01-01"},
+                                 {"io.modelcontextprotocol/clientCapabilities", json::object()}}}}}});
+  auto old = f.client->reply(2);
+  REQUIRE(old);
+  CHECK((*old)["error"]["code"] == -32022);
+  CHECK((*old)["error"]["data"]["requested"] == "1900-01-01");
+  CHECK((*old)["error"]["data"]["supported"][0] == "2026-07-28");
+  CHECK(f.modern(3, "logging/setLevel", {{"level", "debug"}})["error"]["code"] == -32601);
+  CHECK(f.modern(4, "resources/subscribe", {{"uri", "file:///x"}})["error"]["code"] == -32601);
+  CHECK(f.modern(5, "initialize")["error"]["code"] == -32601);
+  // and the other way round: modern-only methods need the envelope.
+  f.initialize();
+  f.send({{"jsonrpc", "2.0"}, {"id", 6}, {"method", "subscriptions/listen"}, {"params", json::object()}});
+  auto listen = f.client->reply(6);
+  REQUIRE(listen);
+  CHECK((*listen)["error"]["code"] == -32601);
+}
+
+TEST_CASE("modern requests have no current workspace, even after a legacy client opened one") {
+  Fixture f;
+  f.initialize();
+  auto opened = f.call(1, "workspace_open", {{"path", f.folder.path}});
+  REQUIRE(opened["result"]["isError"] == false);
+  std::string id = opened["result"]["structuredContent"]["id"];
+  auto nameless = f.modern(2, "tools/call", {{"name", "file_list"}, {"arguments", json::object()}});
+  CHECK(nameless["result"]["isError"] == true);
+  CHECK(nameless["result"]["content"][0]["text"].get<std::string>().find("pass \"workspace\"") != std::string::npos);
+  auto named = f.modern(3, "tools/call", {{"name", "file_list"}, {"arguments", {{"workspace", id}}}});
+  CHECK(named["result"]["isError"] == false);
+  // A modern workspace_open does not select it for the next modern request either.
+  auto m_open = f.modern(4, "tools/call", {{"name", "workspace_open"}, {"arguments", {{"path", f.folder.path}}}});
+  CHECK(m_open["result"]["isError"] == false);
+  CHECK(f.modern(5, "tools/call", {{"name", "file_list"}, {"arguments", json::object()}})["result"]["isError"] == true);
+  // The legacy session's current workspace is untouched.
+  CHECK(f.call(6, "file_list", json::object())["result"]["isError"] == false);
+}
+
+TEST_CASE("modern log level comes from each request's _meta") {
+  Fixture f;
+  json params = {{"name", "test_slow"}, {"arguments", {{"n", 1}}}};
+  params["_meta"] = modern_meta();
+  params["_meta"]["io.modelcontextprotocol/logLevel"] = "bogus";
+  f.send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"}, {"params", params}});
+  auto bad = f.client->reply(1);
+  REQUIRE(bad);
+  CHECK((*bad)["error"]["code"] == -32602);
+  // Process-wide log lines do not reach modern requests (no logging/setLevel exists for them).
+  f.session->log_to_client("error", "test", "not for modern clients");
+  std::this_thread::sleep_for(50ms);
+  for (const auto& m : f.client->all()) CHECK(m.value("method", "") != "notifications/message");
+}
+
+TEST_CASE("subscriptions/listen: acknowledged with its id, updates tagged, cancellation ends it without a reply") {
+  Fixture f;
+  auto opened = f.modern(1, "tools/call", {{"name", "workspace_open"}, {"arguments", {{"path", f.folder.path}}}});
+  REQUIRE(opened["result"]["isError"] == false);
+  std::string ws = opened["result"]["structuredContent"]["id"];
+  std::string root = opened["result"]["structuredContent"]["root"];
+  std::string uri = "file://" + root + "/note.txt";
+  json listen = {{"notifications", {{"resourceSubscriptions", json::array({uri})}, {"toolsListChanged", true}}}};
+  listen["_meta"] = modern_meta();
+  f.send({{"jsonrpc", "2.0"}, {"id", "listen:0"}, {"method", "subscriptions/listen"}, {"params", listen}});
+  auto ack = f.client->wait_for([](const json& m) { return m.value("method", "") == "notifications/subscriptions/acknowledged"; });
+  REQUIRE(ack);
+  CHECK((*ack)["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen:0");
+  CHECK((*ack)["params"]["notifications"]["resourceSubscriptions"] == json::array({uri}));
+  CHECK_FALSE((*ack)["params"]["notifications"].contains("toolsListChanged"));  // Kiln's lists never change
+  auto wrote = f.modern(2, "tools/call", {{"name", "file_write"}, {"arguments", {{"workspace", ws}, {"path", "note.txt"}, {"content", "hi"}}}});
+  REQUIRE(wrote["result"]["isError"] == false);
+  auto updated = f.client->wait_for([&](const json& m) {
+    return m.value("method", "") == "notifications/resources/updated" && m["params"]["uri"] == uri;
+  });
+  REQUIRE(updated);
+  CHECK((*updated)["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen:0");
+  f.send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", "listen:0"}}}});
+  std::this_thread::sleep_for(100ms);
+  auto count_updates = [&] {
+    int n = 0;
+    for (const auto& m : f.client->all()) n += m.value("method", "") == "notifications/resources/updated";
+    return n;
+  };
+  int before = count_updates();
+  f.modern(3, "tools/call", {{"name", "file_write"}, {"arguments", {{"workspace", ws}, {"path", "note.txt"}, {"content", "again"}}}});
+  std::this_thread::sleep_for(100ms);
+  CHECK(count_updates() == before);
+  CHECK_FALSE(f.client->reply("listen:0", 10ms));  // cancelled: no response, ever
+}
+
+TEST_CASE("a listener still open when the session ends gets a graceful answer") {
+  Fixture f;
+  json listen = {{"notifications", json::object()}};
+  listen["_meta"] = modern_meta();
+  f.send({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "subscriptions/listen"}, {"params", listen}});
+  REQUIRE(f.client->wait_for([](const json& m) { return m.value("method", "") == "notifications/subscriptions/acknowledged"; }));
+  CHECK(f.session->shutdown(200ms, 200ms));
+  auto end = f.client->reply(9);
+  REQUIRE(end);
+  CHECK(end->at("result")["resultType"] == "complete");
+  CHECK(end->at("result")["_meta"]["io.modelcontextprotocol/subscriptionId"] == 9);
+}
+
+TEST_CASE("modern tasks: a handle at once, polled with progress, cancelled on tasks/cancel") {
+  Fixture f;
+  json caps = {{"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}}};
+  auto created = f.modern(1, "tools/call", {{"name", "test_task"}, {"arguments", json::object()}}, caps);
+  REQUIRE(created.contains("result"));
+  const json& t = created["result"];
+  CHECK(t["resultType"] == "task");
+  CHECK(t["status"] == "working");
+  CHECK(t["ttlMs"].is_number_integer());
+  CHECK(t["pollIntervalMs"].is_number_integer());
+  std::string id = t["taskId"];
+  // Progress shows as the status message.
+  json got;
+  for (int i = 0; i < 200; ++i) {
+    got = f.modern(100 + i, "tasks/get", {{"taskId", id}}, caps);
+    if (got["result"].value("statusMessage", "").find("half way") != std::string::npos) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(got["result"]["resultType"] == "complete");
+  CHECK(got["result"]["status"] == "working");
+  CHECK(got["result"]["statusMessage"].get<std::string>().find("half way") != std::string::npos);
+  auto cancelled = f.modern(2, "tasks/cancel", {{"taskId", id}}, caps);
+  CHECK(cancelled["result"]["resultType"] == "complete");
+  for (int i = 0; i < 200 && !f.task_saw_cancel; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(f.task_saw_cancel);
+  CHECK(f.modern(3, "tasks/get", {{"taskId", id}}, caps)["result"]["status"] == "cancelled");
+  CHECK(f.modern(4, "tasks/get", {{"taskId", "task-nope"}}, caps)["error"]["code"] == -32602);
+  // Without the extension the same call runs to its end and answers directly.
+  f.task_release = true;
+  auto direct = f.modern(5, "tools/call", {{"name", "test_task"}, {"arguments", json::object()}});
+  CHECK(direct["result"]["resultType"] == "complete");
+  CHECK(direct["result"]["structuredContent"]["done"] == true);
+}
+
+TEST_CASE("modern tasks: a completed task returns the call's result") {
+  Fixture f;
+  f.task_release = true;
+  json caps = {{"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}}};
+  auto created = f.modern(1, "tools/call", {{"name", "test_task"}, {"arguments", json::object()}}, caps);
+  std::string id = created["result"]["taskId"];
+  json got;
+  for (int i = 0; i < 300; ++i) {
+    got = f.modern(10 + i, "tasks/get", {{"taskId", id}}, caps);
+    if (got["result"]["status"] != "working") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(got["result"]["status"] == "completed");
+  CHECK(got["result"]["result"]["structuredContent"]["done"] == true);
+  CHECK(got["result"]["result"]["resultType"] == "complete");
+}
+
+TEST_CASE("legacy tasks: tools/call with params.task, tasks/get, tasks/result, tasks/list, tasks/cancel") {
+  Fixture f;
+  f.initialize();
+  f.send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}});
+  auto list = f.client->reply(1);
+  REQUIRE(list);
+  bool optional = false;
+  for (const auto& t : (*list)["result"]["tools"]) {
+    if (t["name"] == "test_task") optional = t["execution"]["taskSupport"] == "optional";
+  }
+  CHECK(optional);
+  f.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+          {"params", {{"name", "test_task"}, {"arguments", json::object()}, {"task", {{"ttl", 60000}}}}}});
+  auto created = f.client->reply(2);
+  REQUIRE(created);
+  const json& task = (*created)["result"]["task"];
+  CHECK(task["status"] == "working");
+  CHECK(task["ttl"] == 60000);
+  std::string id = task["taskId"];
+  f.send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tasks/list"}});
+  auto listed = f.client->reply(3);
+  REQUIRE(listed);
+  CHECK((*listed)["result"]["tasks"][0]["taskId"] == id);
+  f.send({{"jsonrpc", "2.0"}, {"id", 4}, {"method", "tasks/result"}, {"params", {{"taskId", id}}}});
+  f.task_release = true;
+  auto result = f.client->reply(4);
+  REQUIRE(result);
+  CHECK((*result)["result"]["structuredContent"]["done"] == true);
+  CHECK((*result)["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id);
+  f.send({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tasks/cancel"}, {"params", {{"taskId", id}}}});
+  auto late = f.client->reply(5);
+  REQUIRE(late);
+  CHECK((*late)["error"]["code"] == -32602);  // already terminal
+  // A tool that cannot be a task refuses params.task.
+  f.send({{"jsonrpc", "2.0"}, {"id", 6}, {"method", "tools/call"},
+          {"params", {{"name", "test_echo"}, {"arguments", json::object()}, {"task", json::object()}}}});
+  auto refused = f.client->reply(6);
+  REQUIRE(refused);
+  CHECK((*refused)["error"]["code"] == -32601);
 }

@@ -1,0 +1,181 @@
+// The task registry: one thread per task, outcomes kept for their time to live.
+#include "mcp/tasks.h"
+
+#include <sodium.h>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+namespace kiln::server {
+
+using Clock = std::chrono::system_clock;
+
+struct TaskRegistry::Entry {
+  std::string principal;
+  TaskSnapshot snap;
+  Clock::time_point expires;  // terminal and past this: forgotten
+  std::stop_source stop;
+  std::thread thread;
+  bool done = false;  // the work returned (the thread can be joined)
+};
+
+namespace {
+
+std::string iso_now() {
+  auto now = Clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", std::chrono::floor<std::chrono::seconds>(now), ms);
+}
+
+std::string new_task_id() {
+  unsigned char raw[16];
+  randombytes_buf(raw, sizeof raw);
+  char hex[sizeof raw * 2 + 1];
+  sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+  return std::string("task-") + hex;
+}
+
+}  // namespace
+
+TaskRegistry::~TaskRegistry() {
+  std::vector<std::shared_ptr<Entry>> all;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& [id, e] : tasks_) {
+      e->stop.request_stop();
+      all.push_back(e);
+    }
+  }
+  changed_.notify_all();
+  for (auto& e : all) {
+    if (e->thread.joinable()) e->thread.join();
+  }
+}
+
+TaskSnapshot TaskRegistry::snapshot_locked(const Entry& e) const { return e.snap; }
+
+void TaskRegistry::reap_locked(std::vector<std::thread>& joinable) {
+  auto now = Clock::now();
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    Entry& e = *it->second;
+    if (e.done && e.thread.joinable()) joinable.push_back(std::move(e.thread));
+    if (e.done && e.snap.terminal() && now >= e.expires) {
+      it = tasks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::optional<TaskSnapshot> TaskRegistry::start(const std::string& principal, std::optional<std::int64_t> ttl_ms,
+                                                Work work) {
+  if (sodium_init() < 0) return std::nullopt;
+  auto e = std::make_shared<Entry>();
+  e->principal = principal;
+  e->snap.id = new_task_id();
+  e->snap.status = "working";
+  e->snap.created_at = e->snap.updated_at = iso_now();
+  e->snap.ttl_ms = std::clamp<std::int64_t>(ttl_ms.value_or(kDefaultTtlMs), 1000, kMaxTtlMs);
+  e->snap.poll_ms = kPollMs;
+  e->expires = Clock::now() + std::chrono::milliseconds(e->snap.ttl_ms);
+  std::vector<std::thread> joinable;
+  TaskSnapshot first;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return std::nullopt;
+    reap_locked(joinable);
+    std::size_t running = 0;
+    for (const auto& [id, t] : tasks_) running += t->principal == principal && !t->done;
+    if (running >= kMaxRunningPerPrincipal) return std::nullopt;
+    tasks_[e->snap.id] = e;
+    first = e->snap;
+    std::weak_ptr<Entry> weak = e;
+    // Started under the lock, so the entry is complete (thread included) before anyone sees it.
+    e->thread = std::thread([this, weak, work = std::move(work), token = e->stop.get_token()] {
+      auto status = [this, weak](std::string text) {
+        std::lock_guard lock(mu_);
+        if (auto en = weak.lock(); en && en->snap.status == "working") {
+          en->snap.status_message = std::move(text);
+          en->snap.updated_at = iso_now();
+        }
+      };
+      MethodResult outcome;
+      try {
+        outcome = work(token, status);
+      } catch (const std::exception& ex) {
+        outcome = std::unexpected(RpcError{-32603, std::string("Internal error: ") + ex.what()});
+      }
+      {
+        std::lock_guard lock(mu_);
+        if (auto en = weak.lock()) {
+          if (en->snap.status == "working") {  // a cancellation already settled it otherwise
+            if (outcome) {
+              en->snap.status = "completed";
+              en->snap.result = std::move(*outcome);
+            } else {
+              en->snap.status = "failed";
+              en->snap.error = outcome.error();
+              en->snap.status_message = outcome.error().message;
+            }
+            en->snap.updated_at = iso_now();
+          }
+          // Kept at least a minute after it ends, whatever the TTL, so a poller sees the outcome.
+          en->expires = std::max(en->expires, Clock::now() + std::chrono::minutes(1));
+          en->done = true;
+        }
+      }
+      changed_.notify_all();
+    });
+  }
+  for (auto& t : joinable) t.join();
+  return first;
+}
+
+std::optional<TaskSnapshot> TaskRegistry::get(const std::string& principal, const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second->principal != principal) return std::nullopt;
+  return snapshot_locked(*it->second);
+}
+
+std::optional<TaskSnapshot> TaskRegistry::wait(const std::string& principal, const std::string& id,
+                                               std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second->principal != principal) return std::nullopt;
+  auto e = it->second;
+  changed_.wait(lock, stop, [&] { return e->snap.terminal() || stopping_; });
+  return snapshot_locked(*e);
+}
+
+TaskRegistry::Cancel TaskRegistry::cancel(const std::string& principal, const std::string& id, TaskSnapshot* after) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end() || it->second->principal != principal) return Cancel::unknown;
+    Entry& e = *it->second;
+    if (e.snap.terminal()) {
+      if (after) *after = e.snap;
+      return Cancel::already_terminal;
+    }
+    e.snap.status = "cancelled";
+    e.snap.status_message = "cancelled by the client";
+    e.snap.updated_at = iso_now();
+    e.stop.request_stop();
+    if (after) *after = e.snap;
+  }
+  changed_.notify_all();
+  return Cancel::requested;
+}
+
+std::vector<TaskSnapshot> TaskRegistry::list(const std::string& principal) {
+  std::vector<TaskSnapshot> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [id, e] : tasks_) {
+    if (e->principal == principal) out.push_back(e->snap);
+  }
+  return out;
+}
+
+}  // namespace kiln::server
