@@ -12,6 +12,7 @@
 #include "serve/app_control.h"
 #include "serve/app_front_door.h"
 #include "serve/app_supervisor.h"
+#include "serve/secret_page.h"
 #include "services/service_host.h"
 #include "traces/trace_store.h"
 
@@ -25,6 +26,7 @@ struct AppRuntime {
   std::unique_ptr<server::RunTracer> tracer;
   std::unique_ptr<services::ServiceHost> services;
   std::unique_ptr<server::apps::Supervisor> supervisor;
+  std::unique_ptr<server::secrets::SecretRequests> secret_pages;
   std::string token;
 };
 
@@ -56,18 +58,21 @@ Result<AppRuntime*> open_app_runtime(const AppRuntimeOptions& options) {
   auto sup = server::apps::Supervisor::open(ao);
   if (!sup) return std::unexpected(sup.error());
   rt->supervisor = std::move(*sup);
+  rt->secret_pages = std::make_unique<server::secrets::SecretRequests>(options.state_dir);
   return rt.release();
 }
 
 Result<void> attach_apps(AppRuntime& rt, server::http::ServerOptions& so, server::http::RouterContext& ctx) {
   ctx.is_app = [sup = rt.supervisor.get()](std::string_view name) { return sup->is_app(name); };
   so.proxy = server::apps::app_route(*rt.supervisor, ctx);
-  so.endpoints.push_back(server::apps::control_endpoint(*rt.supervisor, rt.token));
+  so.endpoints.push_back(server::apps::control_endpoint(*rt.supervisor, rt.token, rt.secret_pages.get()));
+  so.endpoints.push_back(server::secrets::secret_page_endpoint(*rt.secret_pages));
   return {};
 }
 
 void start_apps(AppRuntime& rt, const std::string& base_url) {
   rt.supervisor->set_base_url(base_url);
+  rt.secret_pages->set_base_url(base_url);
   rt.supervisor->start();
 }
 

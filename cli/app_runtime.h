@@ -26,10 +26,10 @@ struct AppRuntimeOptions {
 
 // Never destroyed before the process ends its server: the listener's route holds references.
 Result<AppRuntime*> open_app_runtime(const AppRuntimeOptions& options);
-// Adds the app route and the control endpoint to the listener's options, and tells the router
-// which artifacts are apps.
+// Adds the app route, the control endpoint and the one-time secret pages (serve/secret_page.h)
+// to the listener's options, and tells the router which artifacts are apps.
 Result<void> attach_apps(AppRuntime& rt, server::http::ServerOptions& so, server::http::RouterContext& ctx);
-// After the bind: the URL apps are reached at; then loads the apps and starts the awake ones.
+// After the bind: the URL apps and secret pages are reached at; then loads the apps and starts the awake ones.
 void start_apps(AppRuntime& rt, const std::string& base_url);
 // Stops every app cleanly (their data stays).
 void stop_apps(AppRuntime& rt);

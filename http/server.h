@@ -27,13 +27,16 @@ using Handler = std::function<Response(const Request&)>;
 // limit. The handler runs on a small pool of its own, never on an io thread, so it may parse a
 // large body or take a lock; it must still answer promptly (long work belongs in a stream).
 struct Endpoint {
-  std::string path;  // matched exactly, query ignored
+  std::string path;  // matched exactly, query ignored (with `prefix`: every path that starts with it)
   std::size_t body_limit = 0;
   std::function<Response(Request)> handler;
   // Asked with the request head alone (empty body) as soon as it is complete, on the io thread,
   // so it must be quick. A refusal it returns goes out at once with `Connection: close` and the
   // body is never read: a caller without a token cannot hold a connection by trickling a body.
   std::function<std::optional<Response>(const Request&)> screen;
+  // A family of paths under one folder (kiln serve's one-time secret pages, /_kiln/secret/TOKEN):
+  // `path` ends with '/' and the handler decides what lies below it.
+  bool prefix = false;
 };
 
 struct ServerOptions {

@@ -93,7 +93,7 @@ struct Server::Impl {
   const Endpoint* endpoint_for(std::string_view target) const {
     std::string_view path = target.substr(0, target.find('?'));
     for (const auto& e : options.endpoints) {
-      if (e.path == path) return &e;
+      if (e.prefix ? path.starts_with(e.path) : e.path == path) return &e;
     }
     return nullptr;
   }

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "serve/app_supervisor.h"
+#include "serve/secret_page.h"
 
 namespace kiln::server::apps {
 namespace {
@@ -44,27 +45,40 @@ bool token_matches(const std::string& header, const std::string& token) {
 
 }  // namespace
 
-http::Endpoint control_endpoint(Supervisor& supervisor, std::string token) {
+bool from_this_machine(const http::Request& r) {
+  const bool relayed = r.header("x-forwarded-for") || r.header("forwarded") || r.header("x-real-ip") ||
+                       r.header("via");
+  return r.client_is_local && !relayed;
+}
+
+http::Endpoint control_endpoint(Supervisor& supervisor, std::string token, secrets::SecretRequests* secret_pages) {
   http::Endpoint e;
   e.path = kControlPath;
   e.body_limit = 64 * 1024;
   e.screen = [token](const http::Request& r) -> std::optional<http::Response> {
-    // A request relayed by a proxy on this machine comes from loopback too, on behalf of anyone.
-    const bool relayed = r.header("x-forwarded-for") || r.header("forwarded") || r.header("x-real-ip") ||
-                         r.header("via");
-    if (!r.client_is_local || relayed)
+    if (!from_this_machine(r))
       return json_response(403, {{"error", "the app control API answers this machine only, never through a proxy"}});
     if (r.method != "POST") return json_response(405, {{"error", "POST a JSON {\"op\": ...}"}});
     if (!token_matches(r.authorization, token))
       return json_response(401, {{"error", "a bearer token is required: kiln serve --print-token prints it"}});
     return std::nullopt;
   };
-  e.handler = [&supervisor](http::Request r) -> http::Response {
+  e.handler = [&supervisor, secret_pages](http::Request r) -> http::Response {
     auto req = json::parse(r.body, nullptr, false);
     if (!req.is_object() || !req.contains("op") || !req["op"].is_string())
       return json_response(400, {{"error", "the body must be a JSON object with \"op\""}});
     const std::string op = req["op"];
     if (op == "list") return json_response(200, supervisor.list());
+    if (op == "secret_request") {
+      if (!secret_pages) return json_response(501, {{"error", "this kiln serve has no secret pages"}});
+      const json& n = req.contains("name") ? req["name"] : json();
+      auto issued = secret_pages->issue(n.is_string() ? n.get<std::string>() : std::string());
+      if (!issued) {
+        const int status = issued.error().code == Errc::unsupported ? 503 : status_of(issued.error().code);
+        return json_response(status, {{"error", issued.error().message}});
+      }
+      return json_response(200, {{"url", issued->url}, {"expires_in_s", issued->expires_in_s}, {"name", issued->name}});
+    }
     const std::string name = req.value("artifact", "");
     if (name.empty()) return json_response(400, {{"error", fmt::format("op {} needs \"artifact\"", op)}});
     auto answer = [](const Result<json>& res) {
@@ -85,7 +99,7 @@ http::Endpoint control_endpoint(Supervisor& supervisor, std::string token) {
       work = [&supervisor, name, schedule] { return supervisor.run_schedule(name, schedule); };
     } else {
       return json_response(400, {{"error", fmt::format("unknown op {}: one of list, status, deploy, restart, "
-                                                       "schedule_run, stop, export", op)}});
+                                                       "schedule_run, stop, export, secret_request", op)}});
     }
     // Long work: the answer streams when it is done, from a thread of its own.
     http::Response streamed;

@@ -25,10 +25,8 @@ using artifacts::Credentials;
 using artifacts::ResolvedFile;
 using artifacts::Share;
 
-// Our own pages run no scripts and load nothing; the user's files only get frame-ancestors, so
-// whatever their site does keeps working.
-constexpr const char* kPageCsp =
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+// Our own pages get kOwnPageCsp (pages.h); the user's files only frame-ancestors, so whatever
+// their site does keeps working.
 constexpr std::size_t kMaxFormBody = 4096;
 
 void add(Response& r, std::string name, std::string value) { r.headers.emplace_back(std::move(name), std::move(value)); }
@@ -36,7 +34,7 @@ void add(Response& r, std::string name, std::string value) { r.headers.emplace_b
 void security_headers(Response& r, bool own_page) {
   add(r, "X-Content-Type-Options", "nosniff");
   add(r, "Referrer-Policy", "no-referrer");  // invite tokens in URLs must never leak onwards
-  add(r, "Content-Security-Policy", own_page ? kPageCsp : "frame-ancestors 'none'");
+  add(r, "Content-Security-Policy", own_page ? kOwnPageCsp : "frame-ancestors 'none'");
 }
 
 Response page(const Request& req, int status, std::string html) {

@@ -12,11 +12,11 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 
 import { appWorkspace, publishApp, startAppKiln, waitForState } from '../lib/apps.mjs';
+import { launchChromium } from '../lib/browser.mjs';
 import { connectClient, kilnBin, structured, tempDir } from '../lib/kiln.mjs';
 import { readServeInfo, stopProcess } from '../lib/http.mjs';
 import { probeExec, sandboxOrSkip } from '../lib/sandbox_probe.mjs';
 
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const PASSWORD = 'open sesame 42';
 const home = tempDir('kiln-browser-home-');
 let daemonPid;
@@ -25,25 +25,8 @@ after(async () => {
   if (daemonPid) await stopProcess(daemonPid);
 });
 
-async function launch() {
-  if (!fs.existsSync(CHROMIUM)) return { why: `${CHROMIUM} not installed (Debian package chromium)` };
-  let chromium;
-  try {
-    ({ chromium } = await import('playwright-core'));
-  } catch (e) {
-    return { why: `playwright-core not installed in tests/node_modules: ${e.message}` };
-  }
-  // Chromium's own sandbox cannot start as root; the test page is ours, so that is fine here.
-  const args = process.getuid?.() === 0 ? ['--no-sandbox'] : [];
-  try {
-    return { browser: await chromium.launch({ executablePath: CHROMIUM, args, timeout: 60000 }) };
-  } catch (e) {
-    return { why: `Chromium did not start: ${String(e.message).split('\n')[0]}` };
-  }
-}
-
 test('a browser logs in to a password-protected artifact and sees the page', async (t) => {
-  const { browser, why } = await launch();
+  const { browser, why } = await launchChromium();
   if (!browser) {
     console.log(`# browser test not run: ${why}`);
     t.skip(why);
@@ -99,7 +82,7 @@ test('an invited person opens their link to an app, uses its form and is greeted
   const k = await startAppKiln({ ws: appWorkspace() });
   t.after(() => k.stop());
   if (sandboxOrSkip(t, await probeExec(k.call))) return;
-  const { browser, why } = await launch();
+  const { browser, why } = await launchChromium();
   if (!browser) {
     console.log(`# browser app test not run: ${why}`);
     t.skip(why);
