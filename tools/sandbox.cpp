@@ -12,6 +12,7 @@
 #include "sandbox/output_spool.h"
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
+#include "tools/secret_prompt.h"
 #include "runs/run_tracing.h"
 #include "services/service_host.h"
 #include "mcp/session_state.h"
@@ -415,6 +416,9 @@ void register_sandbox_tools(ToolRegistry& registry, sbx::SandboxManager& m, RunT
   registry.add("sandbox_exec", redacting(m, [tracer, services](CallContext& ctx, sbx::SandboxManager& mm, const json& args) {
                  return sandbox_exec(ctx, mm, tracer, services, args);
                }));
+  // A secret the policy names and Kiln lacks is asked of the person first (tools/secret_prompt.h).
+  registry.set_preflight("sandbox_create", secret_preflight(true));
+  registry.set_preflight("sandbox_exec", secret_preflight(true));
   registry.add("sandbox_list", redacting(m, sandbox_list));
   registry.add("sandbox_destroy", redacting(m, [services](CallContext& ctx, sbx::SandboxManager& mm, const json& args) {
                  return sandbox_destroy(ctx, mm, services, args);

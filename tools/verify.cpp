@@ -3,6 +3,7 @@
 #include "runs/run_tracing.h"
 #include "mcp/session_state.h"
 #include "mcp/tool_registry.h"
+#include "tools/secret_prompt.h"
 #include "tools/sandbox_common.h"
 #include "tools/traces.h"
 #include "verify/verify_runner.h"
@@ -40,6 +41,7 @@ void register_verify_tool(ToolRegistry& registry, RunTracer& tracer, sandbox::Sa
   registry.add("verify", [&tracer, &m, services](CallContext& ctx, const json& args) {
     return verify(ctx, tracer, m, services, args);
   });
+  registry.set_preflight("verify", secret_preflight(false));
 }
 
 }  // namespace kiln::server

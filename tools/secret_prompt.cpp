@@ -1,0 +1,153 @@
+// Asking the person for a missing secret through a one-time page of kiln serve.
+#include "tools/secret_prompt.h"
+
+#include <sodium.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "mcp/http/token.h"
+#include "mcp/session_state.h"
+#include "protocol/mcp_era.h"
+#include "sandbox/policy.h"
+#include "sandbox/secrets.h"
+#include "serve/secret_request.h"
+#include "workspace/kiln_config.h"
+#include "workspace/state_store.h"
+
+namespace kiln::server {
+
+namespace {
+
+using nlohmann::json;
+namespace sbx = kiln::sandbox;
+
+constexpr int kPageRequestMs = 15000;
+// The page lives 15 minutes; past that, waiting on is pointless.
+constexpr auto kWaitForValue = std::chrono::minutes(15);
+constexpr const char* kPolicyArgNames[] = {"network", "limits", "secrets", "isolation"};
+
+// The secrets the call's sandbox would need that neither the environment nor the store has.
+std::vector<std::string> missing_secrets(CallContext& ctx, const json& args, bool policy_args) {
+  auto ws = ctx.session->workspace_for(args);
+  if (!ws) return {};  // the tool itself reports it
+  LoadedConfig cfg = load_config(*(*ws)->root);
+  sbx::PolicyInput in;
+  in.config_sandbox = cfg.config.value("sandbox", json::object());
+  if (policy_args) {
+    for (const char* k : kPolicyArgNames)
+      if (args.contains(k)) in.args[k] = args[k];
+  }
+  in.workspace_root = (*ws)->root->path();
+  in.workspace_id = (*ws)->id;
+  auto policy = sbx::make_policy(in);
+  if (!policy) return {};
+  sbx::SecretStore store(ctx.session->store().dir());
+  std::vector<std::string> missing;
+  for (const auto& name : policy->secrets) {
+    auto found = store.resolve({name});
+    if (!found && found.error().code == Errc::not_found) missing.push_back(name);
+  }
+  return missing;
+}
+
+std::string ask_message(const std::string& name) {
+  return fmt::format("Kiln needs the secret {0} for this run. Open the link to type its value on Kiln's own page "
+                     "(kiln serve on this machine): it goes into Kiln's secret store and is never shown to the "
+                     "assistant. You can also run `kiln secret set {0}` in a terminal.", name);
+}
+
+std::string random_id() {
+  unsigned char raw[16];
+  randombytes_buf(raw, sizeof raw);
+  char hex[sizeof raw * 2 + 1];
+  sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+  return hex;
+}
+
+Result<SecretPageRequest> page_for(CallContext& ctx, const std::string& name) {
+  const std::string state_dir = ctx.session->store().dir();
+  auto token = ensure_default_token(state_dir);
+  if (!token) return std::unexpected(token.error());
+  auto page = request_secret_page(state_dir, *token, name, kPageRequestMs);
+  if (!page) {
+    return fail(page.error().code, fmt::format("secret {} is not set and Kiln could not open a page to ask for it ({}); "
+                                               "run `kiln secret set {}`", name, page.error().message, name));
+  }
+  return page;
+}
+
+// Legacy era: one elicitation per secret, each waited for until the page stored the value.
+Result<std::optional<json>> ask_in_session(CallContext& ctx, const std::vector<std::string>& missing) {
+  sbx::SecretStore store(ctx.session->store().dir());
+  for (const auto& name : missing) {
+    auto page = page_for(ctx, name);
+    if (!page) return std::unexpected(page.error());
+    std::string elicitation_id = random_id();
+    auto answer = ctx.ask_client("elicitation/create",
+                                 json{{"mode", "url"}, {"elicitationId", elicitation_id}, {"url", page->url},
+                                      {"message", ask_message(name)}},
+                                 std::chrono::minutes(15));
+    if (ctx.cancelled()) return std::optional<json>();
+    std::string action = answer && answer->is_object() ? answer->value("action", "") : "";
+    if (action != "accept") {
+      return fail(Errc::not_found,
+                  fmt::format("secret {} is not set: the person {} the page; run `kiln secret set {}` or call again",
+                              name, action.empty() ? "did not answer for" : action == "decline" ? "declined" : "cancelled",
+                              name));
+    }
+    auto deadline = std::chrono::steady_clock::now() + kWaitForValue;
+    double ticks = 0;
+    auto next_progress = std::chrono::steady_clock::now();
+    while (true) {
+      // Progress while the person types keeps a client's request timer from running out.
+      if (ctx.progress && std::chrono::steady_clock::now() >= next_progress) {
+        ctx.progress(++ticks, std::nullopt, "waiting for " + name + " to be typed on its page");
+        next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      }
+      auto found = store.resolve({name});
+      if (found) break;
+      if (ctx.cancelled()) return std::optional<json>();
+      if (std::chrono::steady_clock::now() > deadline) {
+        return fail(Errc::not_found, fmt::format("secret {} was not typed on its page within 15 minutes; call again for "
+                                               "a new page, or run `kiln secret set {}`", name, name));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (ctx.notify) ctx.notify("notifications/elicitation/complete", json{{"elicitationId", elicitation_id}});
+    spdlog::info("secret {} was typed on its page", name);
+  }
+  return std::optional<json>();
+}
+
+// Modern era (MRTR): the elicitations go back in the result; the retry finds the values stored.
+Result<std::optional<json>> ask_by_result(CallContext& ctx, const std::vector<std::string>& missing) {
+  json requests = json::object();
+  for (const auto& name : missing) {
+    auto page = page_for(ctx, name);
+    if (!page) return std::unexpected(page.error());
+    requests["kiln_secret_" + name] = {{"method", "elicitation/create"},
+                                       {"params", {{"mode", "url"}, {"url", page->url}, {"message", ask_message(name)}}}};
+  }
+  return std::optional<json>(std::move(requests));
+}
+
+}  // namespace
+
+ToolPreflight secret_preflight(bool policy_args) {
+  return [policy_args](CallContext& ctx, const json& args) -> Result<std::optional<json>> {
+    if (args.contains("sandbox_id") && args["sandbox_id"].is_string() && !args["sandbox_id"].get<std::string>().empty())
+      return std::optional<json>();
+    if (!ctx.session || !protocol::supports_url_elicitation(ctx.client_capabilities)) return std::optional<json>();
+    if (!ctx.modern && !ctx.ask_client) return std::optional<json>();
+    auto missing = missing_secrets(ctx, args, policy_args);
+    if (missing.empty()) return std::optional<json>();
+    if (sodium_init() < 0) return std::optional<json>();
+    return ctx.modern ? ask_by_result(ctx, missing) : ask_in_session(ctx, missing);
+  };
+}
+
+}  // namespace kiln::server
