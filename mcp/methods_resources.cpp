@@ -34,6 +34,9 @@ constexpr std::size_t kMaxResourceBytes = 384 * 1024;
 
 std::string template_uri(const OpenWorkspace& ws) { return file_uri(ws.root->path()) + "/{+path}"; }
 
+// 2025-11-25 answers an unknown resource with -32002; 2026-07-28 with -32602 (and forbids -32002).
+int not_found_code(const MethodEnv& env) { return env.modern ? protocol::kInvalidParams : protocol::kResourceNotFound; }
+
 // The family serving `uri`, or nullptr for a file:// URI (or none at all).
 const ResourceProvider* provider_for(const MethodEnv& env, const std::string& uri) {
   for (const auto* p : env.server.resources) {
@@ -44,7 +47,7 @@ const ResourceProvider* provider_for(const MethodEnv& env, const std::string& ur
 
 std::expected<json, RpcError> provided_resource(MethodEnv& env, const ResourceProvider& p, const std::string& uri) {
   auto doc = p.read(env.state, uri);
-  if (!doc) return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + doc.error().message,
+  if (!doc) return std::unexpected(RpcError{not_found_code(env), "Resource not found: " + doc.error().message,
                                             json{{"uri", bounded(uri)}}});
   return *doc;
 }
@@ -63,11 +66,14 @@ std::expected<UriTarget, RpcError> resolve_uri(MethodEnv& env, const std::string
                                     "Invalid params: '" + bounded(uri) + "' is not a file:// URI of the workspace",
                                     json{{"uri", bounded(uri)}}});
   }
-  auto ws = env.state.workspace_for(json::object());
-  if (!ws) return std::unexpected(RpcError{protocol::kResourceNotFound, ws.error().message, json{{"uri", bounded(uri)}}});
+  // A modern request has no current workspace: the URI itself says which known one it is in.
+  auto ws = env.state.is_stateless() ? env.state.workspace_containing(path) : env.state.workspace_for(json::object());
+  if (!ws) {
+    return std::unexpected(RpcError{not_found_code(env), ws.error().message, json{{"uri", bounded(uri)}}});
+  }
   auto rel = (*ws)->root->relative(path);
   if (!rel) {
-    return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + rel.error().message,
+    return std::unexpected(RpcError{not_found_code(env), "Resource not found: " + rel.error().message,
                                     json{{"uri", bounded(uri)}}});
   }
   return UriTarget{*ws, *rel};
@@ -154,12 +160,12 @@ MethodResult resources_read(MethodEnv& env, const json& params) {
   if (!target) return std::unexpected(target.error());
   auto fd = target->ws->root->open(target->rel, O_RDONLY);
   if (!fd) {
-    return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + fd.error().message,
+    return std::unexpected(RpcError{not_found_code(env), "Resource not found: " + fd.error().message,
                                     json{{"uri", bounded(p->uri)}}});
   }
   struct stat st {};
   if (::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return std::unexpected(RpcError{protocol::kResourceNotFound, "Resource not found: " + bounded(p->uri) + " is not a file",
+    return std::unexpected(RpcError{not_found_code(env), "Resource not found: " + bounded(p->uri) + " is not a file",
                                     json{{"uri", bounded(p->uri)}}});
   }
   if (std::size_t(st.st_size) > kMaxResourceBytes) {

@@ -564,3 +564,19 @@ TEST_CASE("legacy tasks: tools/call with params.task, tasks/get, tasks/result, t
   REQUIRE(refused);
   CHECK((*refused)["error"]["code"] == -32601);
 }
+
+TEST_CASE("modern resources/read finds the workspace from the URI; not found is -32602, not -32002") {
+  Fixture f;
+  auto opened = f.modern(1, "tools/call", {{"name", "workspace_open"}, {"arguments", {{"path", f.folder.path}}}});
+  REQUIRE(opened["result"]["isError"] == false);
+  std::string ws = opened["result"]["structuredContent"]["id"];
+  std::string root = opened["result"]["structuredContent"]["root"];
+  f.modern(2, "tools/call", {{"name", "file_write"}, {"arguments", {{"workspace", ws}, {"path", "r.txt"}, {"content", "read me"}}}});
+  auto read = f.modern(3, "resources/read", {{"uri", "file://" + root + "/r.txt"}});
+  REQUIRE(read.contains("result"));
+  CHECK(read["result"]["contents"][0]["text"] == "read me");
+  CHECK(read["result"]["ttlMs"] == 0);
+  CHECK(read["result"]["cacheScope"] == "private");
+  CHECK(f.modern(4, "resources/read", {{"uri", "file://" + root + "/missing.txt"}})["error"]["code"] == -32602);
+  CHECK(f.modern(5, "resources/read", {{"uri", "file:///nowhere/known/x"}})["error"]["code"] == -32602);
+}
