@@ -44,6 +44,8 @@ MethodResult resources_unsubscribe(MethodEnv& env, const nlohmann::json& params)
 MethodResult prompts_list(MethodEnv& env, const nlohmann::json& params);
 MethodResult prompts_get(MethodEnv& env, const nlohmann::json& params);
 MethodResult completion_complete(MethodEnv& env, const nlohmann::json& params);
+// Whether `uri` may be listened to (subscriptions/listen): what resources/subscribe accepts.
+std::expected<void, RpcError> check_subscribable(MethodEnv& env, const std::string& uri);
 // Tasks (methods_tasks.cpp): the modern extension's tasks/get, tasks/update, tasks/cancel and the
 // legacy experimental tasks/get, tasks/result, tasks/list, tasks/cancel; the era decides the shape.
 MethodResult tasks_get(MethodEnv& env, const nlohmann::json& params);

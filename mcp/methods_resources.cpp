@@ -210,6 +210,19 @@ MethodResult resources_subscribe(MethodEnv& env, const json& params) {
   return json::object();
 }
 
+std::expected<void, RpcError> check_subscribable(MethodEnv& env, const std::string& uri) {
+  // The same test resources/subscribe makes: a family's resource must be readable by this
+  // principal (no listening on another's trace), a file URI must lie in a workspace.
+  if (const auto* provider = provider_for(env, uri)) {
+    auto doc = provided_resource(env, *provider, uri);
+    if (!doc) return std::unexpected(doc.error());
+    return {};
+  }
+  auto target = resolve_uri(env, uri);
+  if (!target) return std::unexpected(target.error());
+  return {};
+}
+
 MethodResult resources_unsubscribe(MethodEnv& env, const json& params) {
   auto p = protocol::decode_read_resource(params);
   if (!p) return std::unexpected(RpcError{protocol::kInvalidParams, p.error().message});

@@ -494,7 +494,18 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
           }
           req->listen_uris.insert(u.get<std::string>());
         }
-        for (const auto& u : req->listen_uris) uris.push_back(u);
+        CallContext ctx = make_context(req);
+        auto owner = stateless();
+        MethodEnv env{server, *owner, ctx, true, ctx.client_capabilities, owner,
+                      [](const std::string&, bool) {}, [](const std::string&) {}};
+        for (const auto& u : req->listen_uris) {
+          if (auto ok = check_subscribable(env, u); !ok) {
+            RpcError e = ok.error();
+            e.message = "Invalid params: cannot listen to " + bounded(u) + ": " + e.message;
+            return reply(req, std::unexpected(std::move(e)));
+          }
+          uris.push_back(u);
+        }
       }
     }
     json ack_filter = json::object();

@@ -3,6 +3,8 @@
 
 #include <sodium.h>
 
+#include <algorithm>
+
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
@@ -86,8 +88,20 @@ std::optional<TaskSnapshot> TaskRegistry::start(const std::string& principal, st
     if (stopping_) return std::nullopt;
     reap_locked(joinable);
     std::size_t running = 0;
-    for (const auto& [id, t] : tasks_) running += t->principal == principal && !t->done;
+    std::vector<std::map<std::string, std::shared_ptr<Entry>>::iterator> finished;
+    for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+      if (it->second->principal != principal) continue;
+      if (!it->second->done) ++running;
+      else if (it->second->snap.terminal()) finished.push_back(it);
+    }
     if (running >= kMaxRunningPerPrincipal) return std::nullopt;
+    if (finished.size() >= kMaxKeptPerPrincipal) {
+      // Oldest first (ISO timestamps sort as text); their threads were joined by reap_locked.
+      std::ranges::sort(finished, {}, [](const auto& it) { return it->second->snap.updated_at; });
+      for (std::size_t i = 0; i + kMaxKeptPerPrincipal <= finished.size(); ++i) {
+        if (!finished[i]->second->thread.joinable()) tasks_.erase(finished[i]);
+      }
+    }
     tasks_[e->snap.id] = e;
     first = e->snap;
     std::weak_ptr<Entry> weak = e;

@@ -46,6 +46,8 @@ class TaskRegistry {
   static constexpr std::int64_t kMaxTtlMs = 24 * 60 * 60 * 1000;
   static constexpr std::int64_t kPollMs = 500;
   static constexpr std::size_t kMaxRunningPerPrincipal = 32;
+  // Finished tasks kept per principal; beyond it the oldest finished ones go before their TTL.
+  static constexpr std::size_t kMaxKeptPerPrincipal = 256;
 
   TaskRegistry() = default;
   ~TaskRegistry();  // cancels what still runs and waits for it
