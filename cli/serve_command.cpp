@@ -168,6 +168,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
   so.watch_fd = cache.watch_fd();
   so.on_readable = [&cache] { cache.on_events(); };
   if (mcp) {
+    so.on_stopping = [m = mcp.get()] { m->end_listeners(); };
     so.endpoints.push_back(http::Endpoint{"/mcp", options.max_message_bytes,
                                           [m = mcp.get()](http::Request r) { return m->handle(std::move(r)); },
                                           [m = mcp.get()](const http::Request& r) { return m->screen(r); }});

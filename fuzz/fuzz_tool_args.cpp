@@ -52,7 +52,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ctx.session = &h.state;
   ctx.progress = [](double, std::optional<double>, std::string_view) {};
   ctx.log = [](std::string_view, std::string_view) {};
-  srv::MethodEnv menv{*h.env.ctx, h.state, ctx, [](const std::string&, bool) {}, [](const std::string&) {}};
+  static const json no_capabilities = json::object();
+  srv::MethodEnv menv{*h.env.ctx, h.state, ctx, false, no_capabilities, nullptr,
+                      [](const std::string&, bool) {}, [](const std::string&) {}};
   json params = {{"name", name}, {"arguments", args}};
   srv::MethodResult r;
   try {

@@ -153,6 +153,25 @@ put("fuzz_session", "\n".join([INIT, INITED, call(1, "file_search", {"pattern": 
                                j({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
                                req(1, "ping"), req(1, "ping")]))
 
+# The 2026-07-28 era: stateless requests with the envelope, listen, tasks.
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MODERN_TASKS = dict(MODERN, **{"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                               "io.modelcontextprotocol/logLevel": "debug"})
+put("fuzz_session", "\n".join([req(1, "server/discover", {"_meta": MODERN}), req(2, "tools/list", {"_meta": MODERN}),
+                               call(3, "file_list", {}, MODERN), req(4, "logging/setLevel", {"level": "debug", "_meta": MODERN}),
+                               req(5, "tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01"}})]))
+put("fuzz_session", "\n".join([req("l", "subscriptions/listen", {"notifications": {"resourceSubscriptions": ["file:///x"]}, "_meta": MODERN}),
+                               req("m", "subscriptions/listen", {"notifications": {}, "_meta": MODERN}),
+                               j({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "m"}}),
+                               call(6, "file_write", {"path": "a.txt", "content": "x"}, MODERN)]))
+put("fuzz_session", "\n".join([call(7, "sandbox_exec", {"command": "true"}, MODERN_TASKS),
+                               req(8, "tasks/get", {"taskId": "task-0", "_meta": MODERN_TASKS}),
+                               req(9, "tasks/cancel", {"taskId": "task-0", "_meta": MODERN_TASKS}),
+                               req(10, "tasks/update", {"taskId": "task-0", "inputResponses": {}, "_meta": MODERN_TASKS}),
+                               INIT, INITED, req(11, "tasks/list"), req(12, "tasks/result", {"taskId": "task-0"}),
+                               j({"jsonrpc": "2.0", "id": 13, "method": "tools/call",
+                                  "params": {"name": "verify", "arguments": {}, "task": {"ttl": 1000}}})]))
+
 # ---- tool arguments: "NAME\nARGS" ---------------------------------------------------------------
 for tool, variants in TOOL_ARGS.items():
     for a in variants:
@@ -220,10 +239,14 @@ JSON_TOKENS = ['"jsonrpc"', '"2.0"', '"id"', '"method"', '"params"', '"result"',
 METHODS = ["initialize", "notifications/initialized", "ping", "tools/list", "tools/call", "resources/list",
            "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe", "prompts/list",
            "prompts/get", "completion/complete", "logging/setLevel", "notifications/cancelled",
-           "notifications/roots/list_changed", "notifications/progress", "roots/list"]
+           "notifications/roots/list_changed", "notifications/progress", "roots/list", "server/discover",
+           "subscriptions/listen", "tasks/get", "tasks/cancel", "tasks/update", "tasks/result", "tasks/list"]
 MCP_KEYS = ["protocolVersion", "capabilities", "clientInfo", "roots", "uri", "name", "arguments", "_meta",
             "progressToken", "requestId", "cursor", "level", "ref", "argument", "value", "file:///", "kiln://trace/",
-            "2025-11-25", "2025-06-18", "2025-03-26"]
+            "2025-11-25", "2025-06-18", "2025-03-26", "2026-07-28", "io.modelcontextprotocol/protocolVersion",
+            "io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo",
+            "io.modelcontextprotocol/logLevel", "io.modelcontextprotocol/tasks", "extensions", "notifications",
+            "resourceSubscriptions", "taskId", "task", "ttl"]
 tool_keys = sorted({k for v in TOOL_ARGS.values() for a in v for k in a} | set(TOOL_ARGS))
 
 

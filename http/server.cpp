@@ -122,6 +122,7 @@ void Server::Impl::begin_shutdown() {
   watchdog_timer.cancel();
   retry_timer.cancel();
   watched.cancel(ignored);
+  if (options.on_stopping) options.on_stopping();
   nudge_sessions(*this);
   stop_started = std::chrono::steady_clock::now();
   wait_for_sessions();

@@ -59,6 +59,9 @@ struct ServerOptions {
   // How long a streamed response may take to hand one write to the client before the connection
   // is dropped (a client that stopped reading).
   std::chrono::seconds stream_write_timeout{30};
+  // Called once when the server starts stopping, before open streams are closed: the last moment
+  // to end them with a message of their own.
+  std::function<void()> on_stopping;
   // Called every watchdog_period on an io thread; returning false stops the server gracefully.
   std::function<bool()> watchdog;
   std::chrono::seconds watchdog_period{10};

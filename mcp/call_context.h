@@ -28,6 +28,9 @@ struct CallContext {
   // the request's cancellation or `timeout`. Empty when the request cannot ask (modern era, task).
   std::function<std::optional<nlohmann::json>(const std::string& method, nlohmann::json params,
                                               std::chrono::milliseconds timeout)> ask_client;
+  // Modern era: the retry's params.inputResponses (what the client answered to an earlier
+  // input_required result), {} on a first call.
+  nlohmann::json input_responses = nlohmann::json::object();
   // Legacy era only: sends a notification to the client (notifications/elicitation/complete).
   std::function<void(const std::string& method, nlohmann::json params)> notify;
 

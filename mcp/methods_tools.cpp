@@ -167,6 +167,8 @@ MethodResult tools_call(MethodEnv& env, const json& params) {
   // Handlers read the schema's defaults from here instead of restating them.
   protocol::apply_defaults(tool->definition["inputSchema"], p->arguments);
   if (tool->preflight) {
+    if (env.modern && params.is_object() && params.contains("inputResponses") && params["inputResponses"].is_object())
+      env.ctx.input_responses = params["inputResponses"];
     auto needs = tool->preflight(env.ctx, p->arguments);
     if (!needs) return error_result(needs.error().message);
     if (env.ctx.cancelled()) return error_result(p->name + " was cancelled");

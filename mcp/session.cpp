@@ -308,7 +308,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     static const std::map<std::string_view, Method> table = {
         // Lifecycle and the log level: their order relative to later messages matters.
         {"initialize", {Runs::inline_, false, [](Impl& s, MethodEnv&, const json& p) { return s.initialize(p); }, Era::legacy}},
-        {"ping", {Runs::inline_, false, [](Impl&, MethodEnv&, const json&) -> MethodResult { return json::object(); }}},
+        {"ping", {Runs::inline_, false, [](Impl&, MethodEnv&, const json&) -> MethodResult { return json::object(); }, Era::legacy}},
         {"logging/setLevel", {Runs::inline_, true, [](Impl& s, MethodEnv&, const json& p) { return s.set_level(p); }, Era::legacy}},
         {"server/discover", {Runs::inline_, false, discover}},
         {"subscriptions/listen", {Runs::inline_, false, nullptr, Era::modern}},
@@ -349,6 +349,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     if (method == "logging/setLevel") return R"( (send params._meta["io.modelcontextprotocol/logLevel"] with each request))";
     if (method == "initialize") return " (send each request with the _meta envelope; server/discover lists versions)";
     if (method == "tasks/result" || method == "tasks/list") return " (poll tasks/get; its result arrives there)";
+    if (method == "ping") return " (it was removed; any request, such as server/discover, shows the server is alive)";
     return "";
   }
 
@@ -596,20 +597,28 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
-    std::unique_lock lock(inflight_mu);
-    shutting_down = true;
-    // Listeners never finish on their own: they end first, each with its graceful answer.
+  // Listeners never finish on their own: at the end they are answered, gracefully.
+  void end_listeners() {
     std::vector<std::shared_ptr<InFlight>> listeners;
-    for (auto& [key, req] : inflight) {
-      if (req->listener) listeners.push_back(req);
+    {
+      std::lock_guard lock(inflight_mu);
+      for (auto& [key, req] : inflight) {
+        if (req->listener) listeners.push_back(req);
+      }
     }
-    lock.unlock();
     for (auto& r : listeners) {
       r->on_stop.reset();
       reply(r, json{{"_meta", {{proto::kMetaSubscriptionId, r->id}}}});
     }
-    lock.lock();
+  }
+
+  bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
+    {
+      std::lock_guard lock(inflight_mu);
+      shutting_down = true;
+    }
+    end_listeners();
+    std::unique_lock lock(inflight_mu);
     if (inflight_cv.wait_for(lock, drain, [this] { return inflight.empty(); })) return true;
     for (auto& [key, req] : inflight) req->stop.request_stop();
     return inflight_cv.wait_for(lock, grace, [this] { return inflight.empty(); });
@@ -658,6 +667,8 @@ void Session::reject_unparsed(int code, const std::string& message) {
 bool Session::shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace) {
   return impl_->shutdown(drain, grace);
 }
+
+void Session::end_listeners() { impl_->end_listeners(); }
 
 void Session::cancel_request(const json& id) {
   impl_->on_message(proto::Notification{"notifications/cancelled", json{{"requestId", id}}});

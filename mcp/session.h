@@ -85,6 +85,9 @@ class Session {
   // waits up to `grace` more for their handlers to return. Returns whether all of them did.
   bool shutdown(std::chrono::milliseconds drain, std::chrono::milliseconds grace);
 
+  // Answers every open subscriptions/listen (the server is ending them), leaving other requests be.
+  void end_listeners();
+
   // Cancels request `id` as notifications/cancelled would (the HTTP transport: a modern request's
   // stream closed).
   void cancel_request(const nlohmann::json& id);

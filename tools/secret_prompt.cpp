@@ -80,9 +80,35 @@ Result<SecretPageRequest> page_for(CallContext& ctx, const std::string& name) {
   return page;
 }
 
+std::string declined_error(const std::string& name, const std::string& action) {
+  return fmt::format("secret {} is not set: the person {} the page; run `kiln secret set {}` or call again", name,
+                     action.empty() ? "did not answer for" : action == "decline" ? "declined" : "cancelled", name);
+}
+
+// Waits until the page stored `name` (the person is typing), with progress so a client's request
+// timer keeps running; false on cancellation or after the page's lifetime.
+Result<bool> wait_for_value(CallContext& ctx, const std::string& name) {
+  sbx::SecretStore store(ctx.session->store().dir());
+  auto deadline = std::chrono::steady_clock::now() + kWaitForValue;
+  double ticks = 0;
+  auto next_progress = std::chrono::steady_clock::now();
+  while (!store.resolve({name})) {
+    if (ctx.cancelled()) return false;
+    if (std::chrono::steady_clock::now() > deadline) {
+      return fail(Errc::not_found, fmt::format("secret {} was not typed on its page within 15 minutes; call again for "
+                                               "a new page, or run `kiln secret set {}`", name, name));
+    }
+    if (ctx.progress && std::chrono::steady_clock::now() >= next_progress) {
+      ctx.progress(++ticks, std::nullopt, "waiting for " + name + " to be typed on its page");
+      next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return true;
+}
+
 // Legacy era: one elicitation per secret, each waited for until the page stored the value.
 Result<std::optional<json>> ask_in_session(CallContext& ctx, const std::vector<std::string>& missing) {
-  sbx::SecretStore store(ctx.session->store().dir());
   for (const auto& name : missing) {
     auto page = page_for(ctx, name);
     if (!page) return std::unexpected(page.error());
@@ -93,45 +119,39 @@ Result<std::optional<json>> ask_in_session(CallContext& ctx, const std::vector<s
                                  std::chrono::minutes(15));
     if (ctx.cancelled()) return std::optional<json>();
     std::string action = answer && answer->is_object() ? answer->value("action", "") : "";
-    if (action != "accept") {
-      return fail(Errc::not_found,
-                  fmt::format("secret {} is not set: the person {} the page; run `kiln secret set {}` or call again",
-                              name, action.empty() ? "did not answer for" : action == "decline" ? "declined" : "cancelled",
-                              name));
-    }
-    auto deadline = std::chrono::steady_clock::now() + kWaitForValue;
-    double ticks = 0;
-    auto next_progress = std::chrono::steady_clock::now();
-    while (true) {
-      // Progress while the person types keeps a client's request timer from running out.
-      if (ctx.progress && std::chrono::steady_clock::now() >= next_progress) {
-        ctx.progress(++ticks, std::nullopt, "waiting for " + name + " to be typed on its page");
-        next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      }
-      auto found = store.resolve({name});
-      if (found) break;
-      if (ctx.cancelled()) return std::optional<json>();
-      if (std::chrono::steady_clock::now() > deadline) {
-        return fail(Errc::not_found, fmt::format("secret {} was not typed on its page within 15 minutes; call again for "
-                                               "a new page, or run `kiln secret set {}`", name, name));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
+    if (action != "accept") return fail(Errc::not_found, declined_error(name, action));
+    auto stored = wait_for_value(ctx, name);
+    if (!stored) return std::unexpected(stored.error());
+    if (!*stored) return std::optional<json>();  // cancelled: the tool sees it too
     if (ctx.notify) ctx.notify("notifications/elicitation/complete", json{{"elicitationId", elicitation_id}});
     spdlog::info("secret {} was typed on its page", name);
   }
   return std::optional<json>();
 }
 
-// Modern era (MRTR): the elicitations go back in the result; the retry finds the values stored.
+// Modern era (MRTR): the elicitations go back in the result. On the retry, a secret the person
+// declined ends the call; one they accepted is waited for (the person may still be typing when
+// the client calls again: accepting only means they agreed to open the page); only a secret the
+// retry says nothing about gets a new page.
 Result<std::optional<json>> ask_by_result(CallContext& ctx, const std::vector<std::string>& missing) {
   json requests = json::object();
   for (const auto& name : missing) {
+    const std::string key = "kiln_secret_" + name;
+    if (ctx.input_responses.contains(key)) {
+      const json& r = ctx.input_responses[key];
+      std::string action = r.is_object() && r.contains("action") && r["action"].is_string() ? r["action"].get<std::string>() : "";
+      if (action != "accept") return fail(Errc::not_found, declined_error(name, action));
+      auto stored = wait_for_value(ctx, name);
+      if (!stored) return std::unexpected(stored.error());
+      if (*stored) continue;
+      return std::optional<json>();  // cancelled
+    }
     auto page = page_for(ctx, name);
     if (!page) return std::unexpected(page.error());
-    requests["kiln_secret_" + name] = {{"method", "elicitation/create"},
-                                       {"params", {{"mode", "url"}, {"url", page->url}, {"message", ask_message(name)}}}};
+    requests[key] = {{"method", "elicitation/create"},
+                     {"params", {{"mode", "url"}, {"url", page->url}, {"message", ask_message(name)}}}};
   }
+  if (requests.empty()) return std::optional<json>();
   return std::optional<json>(std::move(requests));
 }
 

@@ -36,6 +36,7 @@ HttpSession::HttpSession(std::string id, std::string principal, EventStream::Lim
 }
 
 std::shared_ptr<HttpSession> HttpSession::for_modern_request(std::string principal, EventStream::Limits limits) {
+  limits.resumable = false;
   auto hs = std::make_shared<HttpSession>("modern", std::move(principal), limits);
   hs->modern_ = true;
   return hs;

@@ -23,7 +23,9 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_event_id(std::strin
 
 bool EventStream::send(std::uint64_t seq, const std::string& data) {
   if (!body_) return false;
-  if (!body_->write(fmt::format("id: {}\ndata: {}\n\n", event_id(number_, seq), data))) {
+  std::string event = limits_.resumable ? fmt::format("id: {}\ndata: {}\n\n", event_id(number_, seq), data)
+                                        : fmt::format("data: {}\n\n", data);
+  if (!body_->write(event)) {
     body_.reset();  // the connection is gone; the event stays for a replay
     return false;
   }
@@ -36,7 +38,10 @@ void EventStream::push(std::string json_text) {
   std::uint64_t seq = next_seq_++;
   bytes_ += json_text.size();
   events_.push_back(Event{seq, std::move(json_text)});
-  send(seq, events_.back().data);
+  if (send(seq, events_.back().data) && !limits_.resumable) {
+    bytes_ -= events_.back().data.size();
+    events_.pop_back();  // written, and never replayed
+  }
   trim();
 }
 
@@ -65,7 +70,8 @@ void EventStream::attach(std::shared_ptr<http::BodyStream> body, std::optional<s
   std::uint64_t from = after.value_or(given_upto_);
   // The priming event carries the position the client resumes from if this connection drops
   // before anything else arrives.
-  if (!body_->write(fmt::format("id: {}\nretry: {}\ndata: \n\n", event_id(number_, from), limits_.retry.count()))) {
+  if (limits_.resumable &&
+      !body_->write(fmt::format("id: {}\nretry: {}\ndata: \n\n", event_id(number_, from), limits_.retry.count()))) {
     body_.reset();
     return;
   }

@@ -29,6 +29,9 @@ class EventStream {
     std::size_t max_events = 1024;       // retained for replay; the oldest go first
     std::size_t max_bytes = 8u << 20;
     std::chrono::milliseconds retry{1000};  // the SSE retry hint in every priming event
+    // 2026-07-28 streams cannot be resumed: no priming event, no event ids (a client seeing ids
+    // would try a Last-Event-ID GET), nothing kept once written.
+    bool resumable = true;
   };
 
   EventStream(std::uint64_t number, Limits limits) : number_(number), limits_(limits) {}

@@ -579,6 +579,17 @@ std::optional<Response> Endpoint::screen(const Request& head) {
 
 void Endpoint::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
 
+void Endpoint::end_listeners() {
+  std::vector<std::shared_ptr<HttpSession>> calls;
+  {
+    std::lock_guard lock(impl_->mu);
+    calls = impl_->modern_calls;
+  }
+  for (const auto& hs : calls) {
+    if (auto session = hs->session()) session->end_listeners();
+  }
+}
+
 std::size_t Endpoint::session_count() const { return impl_->session_count(); }
 
 }  // namespace kiln::server::mcp_http

@@ -46,6 +46,10 @@ class Endpoint {
   // Quick (a hash and some comparisons), so the connection asks it on its io thread.
   std::optional<http::Response> screen(const http::Request& head);
 
+  // The server is about to stop: every open subscriptions/listen gets its graceful answer while
+  // its connection is still there (http::ServerOptions::on_stopping).
+  void end_listeners();
+
   // Ends every session: streams cut, requests cancelled; waits up to `grace` for their handlers.
   void shutdown(std::chrono::milliseconds grace);
 
