@@ -189,3 +189,92 @@ export async function httpClient(url, { capabilities = {}, headers, name = 'kiln
     async terminate() { await inner.terminateSession(); await client.close(); },
   };
 }
+
+// ---- MCP 2026-07-28 ("modern", stateless) over Streamable HTTP ---------------------------------
+
+export const MODERN = '2026-07-28';
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+export const TASKS_CAPABILITIES = { extensions: { [TASKS_EXTENSION]: {} } };
+
+// The per-request envelope a 2026-07-28 request carries in params._meta.
+export function modernMeta(capabilities = {}, version = MODERN) {
+  return {
+    'io.modelcontextprotocol/protocolVersion': version,
+    'io.modelcontextprotocol/clientInfo': { name: 'kiln-http-modern-test', version: '0' },
+    'io.modelcontextprotocol/clientCapabilities': capabilities,
+  };
+}
+
+// A modern JSON-RPC request body (`id` null: a notification).
+export function modernBody(id, method, params = {}, { capabilities = {}, version = MODERN } = {}) {
+  const body = { jsonrpc: '2.0', method, params: { ...params, _meta: { ...modernMeta(capabilities, version), ...(params._meta ?? {}) } } };
+  if (id !== null) body.id = id;
+  return body;
+}
+
+// `=?base64?...?=`, the form a header value takes when it cannot be sent as is.
+export const base64Sentinel = (value) => `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
+
+// The params field each method mirrors into Mcp-Name (Streamable HTTP, Request Metadata; tasks
+// extension, Routing Headers).
+const NAME_FIELD = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri', 'tasks/get': 'taskId', 'tasks/update': 'taskId', 'tasks/cancel': 'taskId' };
+
+// The request metadata headers a conforming client derives from `body`.
+export function modernHeaders(body) {
+  const h = { 'mcp-protocol-version': body.params?._meta?.['io.modelcontextprotocol/protocolVersion'] ?? MODERN, 'mcp-method': body.method };
+  const field = NAME_FIELD[body.method];
+  if (field && typeof body.params?.[field] === 'string') {
+    const v = body.params[field];
+    h['mcp-name'] = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(v) && !/^=\?base64\?.*\?=$/.test(v) ? v : base64Sentinel(v);
+  }
+  return h;
+}
+
+// POSTs a modern request with the headers derived from its body; `headers` override (null removes).
+export function modernFetch(url, body, { headers = {}, signal } = {}) {
+  return mcpFetch(url, { body, headers: { ...modernHeaders(body), ...headers }, signal });
+}
+
+// A modern request answered in full: { status, headers, events, messages, response } where
+// `response` is the JSON-RPC response (the last SSE message, or the JSON body of a refusal).
+export async function modernCall(url, body, { headers, timeoutMs = 60000 } = {}) {
+  const r = await modernFetch(url, body, { headers });
+  const type = r.headers.get('content-type') ?? '';
+  if (!type.startsWith('text/event-stream')) {
+    const text = await r.text();
+    const parsed = text ? JSON.parse(text) : undefined;
+    return { status: r.status, headers: r.headers, events: [], messages: parsed ? [parsed] : [], response: parsed };
+  }
+  const events = await new SseReader(r).rest(timeoutMs);
+  const messages = events.filter((e) => e.message).map((e) => e.message);
+  return { status: r.status, headers: r.headers, events, messages, response: messages.at(-1) };
+}
+
+// The official SDK v2 client (`@modelcontextprotocol/client`) over Streamable HTTP, negotiating
+// `mode` ({pin: '2026-07-28'}, 'auto' or 'legacy'). Every HTTP exchange it makes is recorded in
+// `exchanges` ({method, headers, body, status, responseHeaders}), headers lowercased.
+export async function modernHttpClient(url, { mode = { pin: MODERN }, capabilities = {}, headers, name = 'kiln-http-v2-e2e' } = {}) {
+  const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
+  const all = { ...(tokenFor(url) ? { authorization: `Bearer ${tokenFor(url)}` } : {}), ...(headers ?? {}) };
+  const exchanges = [];
+  const recordingFetch = async (input, init = {}) => {
+    const h = Object.fromEntries([...new Headers(init.headers ?? {})].map(([k, v]) => [k.toLowerCase(), v]));
+    let body;
+    try { body = typeof init.body === 'string' ? JSON.parse(init.body) : undefined; } catch { body = init.body; }
+    const ex = { method: init.method ?? 'GET', headers: h, body };
+    exchanges.push(ex);
+    const r = await fetch(input, init);
+    ex.status = r.status;
+    ex.responseHeaders = Object.fromEntries([...r.headers].map(([k, v]) => [k.toLowerCase(), v]));
+    return r;
+  };
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: all }, fetch: recordingFetch });
+  const client = new Client({ name, version: '0.0.0' }, { capabilities, versionNegotiation: { mode } });
+  const errors = [];
+  client.onerror = (e) => errors.push(e);
+  await client.connect(transport);
+  return {
+    client, transport, exchanges, errors,
+    async close() { await client.close(); },
+  };
+}

@@ -1,6 +1,7 @@
 // The one rule for tests that need a sandbox: where none can start they are skipped with the reason
 // kiln gave, except under KILN_REQUIRE_SANDBOX=1 (CI, set by .ci/run), where that reason fails them.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 
 import { errorText } from './kiln.mjs';
@@ -57,4 +58,14 @@ export function sandboxGate(label, why) {
 // probeExec then sandboxGate.
 export async function probeSandbox(label, call) {
   return sandboxGate(label, await probeExec(call));
+}
+
+// A sleep duration no other process uses, so `ps` finds exactly the tree under test.
+let sleeps = 0;
+export const uniqueSleep = () => `${3000 + (process.pid % 1000)}.${Date.now() % 100000}${sleeps++}`;
+
+// Host processes whose command line carries `marker` (to prove a tree is gone).
+export function hostProcs(marker) {
+  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.includes(marker) && !l.includes('ps -eo'));
 }
