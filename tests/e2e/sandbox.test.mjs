@@ -5,12 +5,11 @@
 // cannot run on this machine every test is reported as skipped with the reason (failed with it under
 // KILN_REQUIRE_SANDBOX=1), never passed.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { connectClient, errorText, sleep, structured, tempDir } from '../lib/kiln.mjs';
+import { connectClient, errorText, hostProcs, sleep, structured, tempDir, uniqueSleep } from '../lib/kiln.mjs';
 import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const ws = tempDir('kiln-sbx-ws-');
@@ -25,16 +24,6 @@ const exec = async (args, opts) => structured(await call('sandbox_exec', args, o
 // Can this machine run the sandbox at all? If not, every sandbox test is skipped with kiln's
 // reason, or fails with it under KILN_REQUIRE_SANDBOX=1 (tests/lib/sandbox_probe.mjs).
 const { test: sandboxTest } = await probeSandbox('sandbox e2e', call);
-
-// A sleep duration no other process uses, so `ps` finds exactly the tree under test.
-let sleeps = 0;
-const uniqueSleep = () => `${3000 + (process.pid % 1000)}.${Date.now() % 100000}${sleeps++}`;
-
-// Host processes whose command line carries `marker` (to prove a tree is gone).
-function hostProcs(marker) {
-  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
-  return out.split('\n').filter((l) => l.includes(marker) && !l.includes('ps -eo'));
-}
 
 test('sandbox tools are listed with full annotations and closed input schemas', async () => {
   const { tools } = await s.client.listTools();

@@ -6,7 +6,6 @@
 // When the sandbox cannot run on this machine, the tests that need it are skipped with the reason
 // (failed with it under KILN_REQUIRE_SANDBOX=1).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,7 +16,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
-import { errorText, kilnBin, kilnEnv, sleep, structured, TapTransport } from '../lib/kiln.mjs';
+import { errorText, hostProcs, kilnBin, kilnEnv, sleep, structured, TapTransport, uniqueSleep } from '../lib/kiln.mjs';
 import { probeSandbox } from '../lib/sandbox_probe.mjs';
 
 const CLIENT_INFO = { name: 'kiln-traces-e2e', version: '4.2.1' };
@@ -163,14 +162,6 @@ sandboxTest('trace of a timeout: stop_reason timeout, status fail', async (t) =>
   assert.equal(tr.stop_reason, 'timeout');
   assert.equal(tr.exit_code, null);
 });
-
-// Host processes whose command line carries `marker`.
-function hostProcs(marker) {
-  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
-  return out.split('\n').filter((l) => l.includes(marker) && !l.includes('ps -eo'));
-}
-let sleeps = 0;
-const uniqueSleep = () => `${3000 + (process.pid % 1000)}.${Date.now() % 100000}${sleeps++}`;
 
 sandboxTest('trace of a cancelled exec: stop_reason cancelled', async (t) => {
   const k = await startKiln(t);

@@ -1,6 +1,6 @@
 // Shared helpers for the wire, end-to-end, demo and bench scripts: where the binary is, fresh
 // state dirs and workspace copies, a raw stdio peer that sees every byte, and an SDK client.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -49,6 +49,29 @@ export function kilnEnv(home, extra = {}) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Polls `probe` (sync or async) until it returns a truthy value, which is returned; fails with
+// `what` after `timeoutMs`. For waiting on behaviour without assuming how long it takes.
+export async function waitUntil(probe, { timeoutMs = 30000, intervalMs = 50, what = 'the condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+// Host processes whose command line carries `marker` (a sandboxed tree is visible from the host,
+// under other pids), to prove a tree is running or gone.
+export function hostProcs(marker) {
+  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.includes(marker) && !l.includes('ps -eo'));
+}
+
+// A `sleep` duration no other process uses, so hostProcs finds exactly the tree under test.
+let uniqueSleeps = 0;
+export const uniqueSleep = () => `${3000 + (process.pid % 1000)}.${Date.now() % 100000}${uniqueSleeps++}`;
 
 // A raw peer on `kiln mcp`'s stdio: writes bytes verbatim, reads newline-delimited (or
 // Content-Length framed) messages, and keeps every stdout byte so tests can assert that stdout
