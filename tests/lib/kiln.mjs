@@ -50,6 +50,18 @@ export function kilnEnv(home, extra = {}) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Polls `probe` (sync or async) until it returns a truthy value, which is returned; fails with
+// `what` after `timeoutMs`. For waiting on behaviour without assuming how long it takes.
+export async function waitUntil(probe, { timeoutMs = 30000, intervalMs = 50, what = 'the condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
 // A raw peer on `kiln mcp`'s stdio: writes bytes verbatim, reads newline-delimited (or
 // Content-Length framed) messages, and keeps every stdout byte so tests can assert that stdout
 // carries protocol messages only.
