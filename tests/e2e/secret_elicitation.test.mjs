@@ -10,6 +10,7 @@
 // browser cases are reported as skipped with the reason, never as passed; so are the runs when
 // the sandbox cannot start here (failed under KILN_REQUIRE_SANDBOX=1).
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -314,6 +315,33 @@ test('a client without URL elicitation gets the ordinary error naming `kiln secr
   assert.equal(calls[0].res.result.resultType, 'complete');
 
   assert.equal(readServeInfo(home), undefined, 'no kiln serve was started: no page was requested');
+});
+
+test('sandbox_create asks too; a secret the environment or the store already has is not asked for', async (t) => {
+  const { home, args } = freshKiln(t);
+  const stored = secretValue();
+  const set = spawnSync(kilnBin(), ['secret', 'set', NAME, '--state-dir', home], { input: stored.value, env: kilnEnv(home), encoding: 'utf8' });
+  assert.equal(set.status, 0, set.stderr);
+  const fromEnv = `kiln-elicit-env-${crypto.randomBytes(8).toString('hex')}`;
+  const k = await connectClient({ args, home, env: { ...SERVE_ENV, KILN_T_ENV: fromEnv }, capabilities: { elicitation: { url: {} } } });
+  t.after(() => k.close());
+  const asked = [];
+  k.client.setRequestHandler(ElicitRequestSchema, async (req) => { asked.push(req.params); return { action: 'decline' }; });
+  const call = (name, a) => k.client.callTool({ name, arguments: a }, undefined, { timeout: 60000 });
+
+  const created = await call('sandbox_create', { secrets: ['KILN_T_MISSING'] });
+  assert.equal(created.isError, true, JSON.stringify(created));
+  assert.match(errorText(created), /kiln secret set KILN_T_MISSING/);
+  assert.equal(asked.length, 1, 'sandbox_create asked for the missing secret');
+  assert.match(asked[0].message, /KILN_T_MISSING/);
+
+  if (sandboxOrSkip(t, sandboxWhy)) return;
+  const r = await call('sandbox_exec', {
+    command: `${stored.command} && test "$KILN_T_ENV" = ${fromEnv} && echo env`, secrets: [NAME, 'KILN_T_ENV'],
+  });
+  assert.ok(!r.isError, errorText(r));
+  assert.equal(r.structuredContent.stdout, 'match\nenv\n');
+  assert.equal(asked.length, 1, 'nothing more was asked');
 });
 
 // A modern request's _meta envelope.
