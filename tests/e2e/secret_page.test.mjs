@@ -14,6 +14,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { launchChromium } from '../lib/browser.mjs';
+import { filesHolding } from '../lib/leak_scan.mjs';
 import { kilnBin, kilnEnv, tempDir } from '../lib/kiln.mjs';
 import { request, stopProcess, waitForServeInfo } from '../lib/http.mjs';
 
@@ -72,20 +73,6 @@ function postValue(url, value, headers = {}) {
 
 function secretFile(name) {
   return path.join(home, 'secrets', name);
-}
-
-// Every regular file below `dir` whose bytes contain `needle`.
-function filesHolding(dir, needle) {
-  const hits = [];
-  const bytes = Buffer.from(needle);
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    const p = path.join(entry.parentPath ?? entry.path, entry.name);
-    if (!entry.isFile()) continue;
-    let data;
-    try { data = fs.readFileSync(p); } catch { continue; }
-    if (data.includes(bytes)) hits.push(path.relative(dir, p));
-  }
-  return hits.sort();
 }
 
 test('the control op issues a page for a secret name only, and a page takes one value', async () => {
