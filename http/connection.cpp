@@ -64,7 +64,9 @@ void Session::start() {
 }
 
 void Session::nudge() {
-  if (!busy_ || streaming_) close();
+  // A stream that was ended (its last event and the end queued) gets to flush them: that is how
+  // a stream says goodbye (a listen's graceful answer) rather than being cut.
+  if (!busy_ || (streaming_ && !stream_ending_)) close();
 }
 
 void Session::evict() {
