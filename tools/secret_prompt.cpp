@@ -30,8 +30,13 @@ constexpr int kPageRequestMs = 15000;
 constexpr auto kWaitForValue = std::chrono::minutes(15);
 constexpr const char* kPolicyArgNames[] = {"network", "limits", "secrets", "isolation"};
 
+struct Missing {
+  std::vector<std::string> names;
+  std::string workspace;  // which folder asks: a repository's kiln.json can name any secret
+};
+
 // The secrets the call's sandbox would need that neither the environment nor the store has.
-std::vector<std::string> missing_secrets(CallContext& ctx, const json& args, bool policy_args) {
+Missing missing_secrets(CallContext& ctx, const json& args, bool policy_args) {
   auto ws = ctx.session->workspace_for(args);
   if (!ws) return {};  // the tool itself reports it
   LoadedConfig cfg = load_config(*(*ws)->root);
@@ -46,18 +51,21 @@ std::vector<std::string> missing_secrets(CallContext& ctx, const json& args, boo
   auto policy = sbx::make_policy(in);
   if (!policy) return {};
   sbx::SecretStore store(ctx.session->store().dir());
-  std::vector<std::string> missing;
+  Missing missing;
+  missing.workspace = (*ws)->root->path();
   for (const auto& name : policy->secrets) {
     auto found = store.resolve({name});
-    if (!found && found.error().code == Errc::not_found) missing.push_back(name);
+    if (!found && found.error().code == Errc::not_found) missing.names.push_back(name);
   }
   return missing;
 }
 
-std::string ask_message(const std::string& name) {
-  return fmt::format("Kiln needs the secret {0} for this run. Open the link to type its value on Kiln's own page "
-                     "(kiln serve on this machine): it goes into Kiln's secret store and is never shown to the "
-                     "assistant. You can also run `kiln secret set {0}` in a terminal.", name);
+std::string ask_message(const std::string& name, const std::string& workspace) {
+  return fmt::format("A run in {1} needs the secret {0}, which Kiln does not have. If you trust that project with "
+                     "it, open the link and type the value on Kiln's own page (kiln serve on this machine, an "
+                     "address ending in /_kiln/secret/...): it goes into Kiln's secret store, is given to that "
+                     "project's sandboxes by name, and is never shown to the assistant. You can also run "
+                     "`kiln secret set {0}` in a terminal.", name, workspace);
 }
 
 std::string random_id() {
@@ -108,14 +116,14 @@ Result<bool> wait_for_value(CallContext& ctx, const std::string& name) {
 }
 
 // Legacy era: one elicitation per secret, each waited for until the page stored the value.
-Result<std::optional<json>> ask_in_session(CallContext& ctx, const std::vector<std::string>& missing) {
-  for (const auto& name : missing) {
+Result<std::optional<json>> ask_in_session(CallContext& ctx, const Missing& missing) {
+  for (const auto& name : missing.names) {
     auto page = page_for(ctx, name);
     if (!page) return std::unexpected(page.error());
     std::string elicitation_id = random_id();
     auto answer = ctx.ask_client("elicitation/create",
                                  json{{"mode", "url"}, {"elicitationId", elicitation_id}, {"url", page->url},
-                                      {"message", ask_message(name)}},
+                                      {"message", ask_message(name, missing.workspace)}},
                                  std::chrono::minutes(15));
     if (ctx.cancelled()) return std::optional<json>();
     std::string action = answer && answer->is_object() ? answer->value("action", "") : "";
@@ -133,9 +141,9 @@ Result<std::optional<json>> ask_in_session(CallContext& ctx, const std::vector<s
 // declined ends the call; one they accepted is waited for (the person may still be typing when
 // the client calls again: accepting only means they agreed to open the page); only a secret the
 // retry says nothing about gets a new page.
-Result<std::optional<json>> ask_by_result(CallContext& ctx, const std::vector<std::string>& missing) {
+Result<std::optional<json>> ask_by_result(CallContext& ctx, const Missing& missing) {
   json requests = json::object();
-  for (const auto& name : missing) {
+  for (const auto& name : missing.names) {
     const std::string key = "kiln_secret_" + name;
     if (ctx.input_responses.contains(key)) {
       const json& r = ctx.input_responses[key];
@@ -149,7 +157,7 @@ Result<std::optional<json>> ask_by_result(CallContext& ctx, const std::vector<st
     auto page = page_for(ctx, name);
     if (!page) return std::unexpected(page.error());
     requests[key] = {{"method", "elicitation/create"},
-                     {"params", {{"mode", "url"}, {"url", page->url}, {"message", ask_message(name)}}}};
+                     {"params", {{"mode", "url"}, {"url", page->url}, {"message", ask_message(name, missing.workspace)}}}};
   }
   if (requests.empty()) return std::optional<json>();
   return std::optional<json>(std::move(requests));
@@ -164,7 +172,7 @@ ToolPreflight secret_preflight(bool policy_args) {
     if (!ctx.session || !protocol::supports_url_elicitation(ctx.client_capabilities)) return std::optional<json>();
     if (!ctx.modern && !ctx.ask_client) return std::optional<json>();
     auto missing = missing_secrets(ctx, args, policy_args);
-    if (missing.empty()) return std::optional<json>();
+    if (missing.names.empty()) return std::optional<json>();
     if (sodium_init() < 0) return std::optional<json>();
     return ctx.modern ? ask_by_result(ctx, missing) : ask_in_session(ctx, missing);
   };
