@@ -215,7 +215,7 @@ describe('modern era: two principals of one kiln serve --mcp', () => {
       assert.equal(a.resultType, 'task', `alice is refused because of bob's tasks: ${JSON.stringify(a)}`);
       await waitFor(async () => resultOf(await mcall(s, 'alice', 'g', 'tasks/get', { taskId: a.taskId }), 'get').status !== 'working', 60000, 300);
       const done = resultOf(await mcall(s, 'alice', 'g', 'tasks/get', { taskId: a.taskId }), 'get');
-      assert.equal(done.status, 'completed', JSON.stringify(done));
+      assert.equal(done.status, 'completed', `alice's task while ${pgrep(`sleep ${mark}`).length} of bob's ${tasks.length} runs are live: ${JSON.stringify(done)}`);
       assert.match(JSON.stringify(done.result), /alice-ok/);
     } finally {
       for (const t of tasks) await mcall(s, 'bob', 'c', 'tasks/cancel', { taskId: t });
