@@ -45,7 +45,9 @@ class TaskRegistry {
   static constexpr std::int64_t kDefaultTtlMs = 60 * 60 * 1000;      // results kept an hour
   static constexpr std::int64_t kMaxTtlMs = 24 * 60 * 60 * 1000;
   static constexpr std::int64_t kPollMs = 500;
-  static constexpr std::size_t kMaxRunningPerPrincipal = 32;
+  // Each task is a sandbox (verify, sandbox_exec): few enough that one principal's tasks leave the
+  // host's sandbox budget room for others'.
+  static constexpr std::size_t kMaxRunningPerPrincipal = 8;
   // Finished tasks kept per principal; beyond it the oldest finished ones go before their TTL.
   static constexpr std::size_t kMaxKeptPerPrincipal = 256;
 

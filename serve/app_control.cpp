@@ -72,7 +72,9 @@ http::Endpoint control_endpoint(Supervisor& supervisor, std::string token, secre
     if (op == "secret_request") {
       if (!secret_pages) return json_response(501, {{"error", "this kiln serve has no secret pages"}});
       const json& n = req.contains("name") ? req["name"] : json();
-      auto issued = secret_pages->issue(n.is_string() ? n.get<std::string>() : std::string());
+      const json& by = req.contains("asked_by") ? req["asked_by"] : json();
+      auto issued = secret_pages->issue(n.is_string() ? n.get<std::string>() : std::string(),
+                                        by.is_string() ? by.get<std::string>() : std::string());
       if (!issued) {
         const int status = issued.error().code == Errc::unsupported ? 503 : status_of(issued.error().code);
         return json_response(status, {{"error", issued.error().message}});

@@ -57,14 +57,17 @@ std::string login_page(std::string_view name, std::string_view next, std::string
       html_escape(next));
 }
 
-std::string secret_form_page(std::string_view name, std::string_view error) {
+std::string secret_form_page(std::string_view name, std::string_view error, std::string_view asked_by) {
   std::string n = html_escape(name);
+  std::string who = asked_by.empty() ? std::string()
+                                     : fmt::format("<p>Asked for by <strong>{}</strong>. Type it only if you trust "
+                                                   "that project with it.</p>", html_escape(asked_by));
   // No action: the form posts back to this page's own one-time address.
   return fmt::format(
       "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
       "<title>Kiln asks for {0}</title><style>{1}</style></head>\n<body><main>"
-      "<h1>Kiln asks for the secret <code>{0}</code></h1>{2}"
+      "<h1>Kiln asks for the secret <code>{0}</code></h1>{2}{3}"
       "<p>What you type here goes into Kiln's secret store on this machine. It is never shown to the "
       "assistant or written to a log; runs that name <code>{0}</code> get it as an environment variable.</p>"
       "<form method=\"post\">"
@@ -74,7 +77,8 @@ std::string secret_form_page(std::string_view name, std::string_view error) {
       "<p><small>This page works once and expires 15 minutes after it was asked for. From a terminal instead: "
       "<code>kiln secret set {0}</code></small></p>"
       "</main></body></html>\n",
-      n, kStyle, error.empty() ? std::string() : fmt::format("<p class=\"err\" role=\"alert\">{}</p>", html_escape(error)));
+      n, kStyle, error.empty() ? std::string() : fmt::format("<p class=\"err\" role=\"alert\">{}</p>", html_escape(error)),
+      who);
 }
 
 std::string message_page(int status, std::string_view title, std::string_view text) {

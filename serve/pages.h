@@ -20,6 +20,6 @@ std::string login_page(std::string_view name, std::string_view next, std::string
 std::string message_page(int status, std::string_view title, std::string_view text);
 // The one-time page that asks the person for secret `name` (serve/secret_page.h). It posts to its
 // own address and never holds a value: `error` is said above the empty field.
-std::string secret_form_page(std::string_view name, std::string_view error);
+std::string secret_form_page(std::string_view name, std::string_view error, std::string_view asked_by = {});
 
 }  // namespace kiln::server::http

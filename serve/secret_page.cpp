@@ -117,7 +117,7 @@ std::map<std::string, SecretRequests::Page>::iterator SecretRequests::find_locke
   return pages_.find(token_key(token));
 }
 
-Result<IssuedPage> SecretRequests::issue(const std::string& name) {
+Result<IssuedPage> SecretRequests::issue(const std::string& name, const std::string& asked_by) {
   if (!sandbox::valid_secret_name(name))
     return fail(Errc::invalid_argument,
                 fmt::format("\"{}\" is not a secret name: a secret is named like an environment variable, letters, "
@@ -139,10 +139,16 @@ Result<IssuedPage> SecretRequests::issue(const std::string& name) {
                  oldest->second.name, pages_.size());
     pages_.erase(oldest);
   }
-  Page p{name, token.substr(0, 8), now};
+  Page p{name, token.substr(0, 8), asked_by.substr(0, 1000), now};
   spdlog::info("serve: secret page {}... issued for {} (expires in {} s)", p.log_id, name, kSecretPageTtl.count());
   pages_.emplace(token_key(token), std::move(p));
   return IssuedPage{base_url_ + kSecretPagePrefix + token, int(kSecretPageTtl.count()), name};
+}
+
+std::string SecretRequests::asked_by_for(std::string_view token) {
+  std::lock_guard lock(mu_);
+  auto it = find_locked(token);
+  return it == pages_.end() ? std::string() : it->second.asked_by;
 }
 
 std::optional<std::string> SecretRequests::name_for(std::string_view token) {
@@ -203,7 +209,8 @@ bool form_content(std::string_view content_type) {
 http::Response handle(SecretRequests& requests, http::Request r) {
   std::string name;
   if (auto refused = screen_request(requests, r, &name)) return std::move(*refused);
-  if (r.method != "POST") return page(r, 200, http::secret_form_page(name, ""));
+  const std::string asked_by = requests.asked_by_for(token_of(r.target));
+  if (r.method != "POST") return page(r, 200, http::secret_form_page(name, "", asked_by));
   if (!form_content(r.content_type))
     return message(r, 415, "Unsupported form", "The secret form posts application/x-www-form-urlencoded.");
   auto form = http::parse_form(r.body);
@@ -211,9 +218,9 @@ http::Response handle(SecretRequests& requests, http::Request r) {
   std::string& value = form["value"];
   http::Response out;
   if (value.empty()) {
-    out = page(r, 400, http::secret_form_page(name, "Type the value, then press Store."));
+    out = page(r, 400, http::secret_form_page(name, "Type the value, then press Store.", asked_by));
   } else if (value.find('\0') != std::string::npos) {
-    out = page(r, 400, http::secret_form_page(name, "A secret cannot contain a NUL character: type it again."));
+    out = page(r, 400, http::secret_form_page(name, "A secret cannot contain a NUL character: type it again.", asked_by));
   } else if (auto stored = requests.fulfil(token_of(r.target), value); stored) {
     out = message(r, 200, fmt::format("Stored {}", *stored), "You can close this page.");
   } else if (stored.error().code == Errc::not_found) {

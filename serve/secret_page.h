@@ -43,7 +43,11 @@ class SecretRequests {
 
   // A new page for secret `name`. invalid_argument for a name that is not a secret name;
   // unsupported before set_base_url.
-  Result<IssuedPage> issue(const std::string& name);
+  // `asked_by` (shown on the page, at most 1000 characters kept) says who asks: the workspace
+  // whose run needs it, so the person can tell an untrusted checkout asking for a cloud key.
+  Result<IssuedPage> issue(const std::string& name, const std::string& asked_by = {});
+  // Who asked for the live page's secret ("" when unknown or not given).
+  std::string asked_by_for(std::string_view token);
 
   // The secret a live page asks for, or nullopt (unknown, used or expired token).
   std::optional<std::string> name_for(std::string_view token);
@@ -58,6 +62,7 @@ class SecretRequests {
   struct Page {
     std::string name;
     std::string log_id;  // the token's first 8 characters
+    std::string asked_by;
     std::chrono::steady_clock::time_point issued;
   };
   void drop_expired_locked(std::chrono::steady_clock::time_point now);

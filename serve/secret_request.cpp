@@ -10,8 +10,10 @@
 namespace kiln::server {
 
 Result<SecretPageRequest> request_secret_page(const std::string& state_dir, const std::string& token,
-                                              const std::string& name, int timeout_ms) {
-  auto answer = call_serve_control(state_dir, token, {{"op", "secret_request"}, {"name", name}}, timeout_ms);
+                                              const std::string& name, int timeout_ms, const std::string& asked_by) {
+  nlohmann::json request = {{"op", "secret_request"}, {"name", name}};
+  if (!asked_by.empty()) request["asked_by"] = asked_by;
+  auto answer = call_serve_control(state_dir, token, request, timeout_ms);
   if (!answer) return std::unexpected(answer.error());
   const auto& j = *answer;
   if (!j.contains("url") || !j["url"].is_string() || !j.contains("expires_in_s") || !j["expires_in_s"].is_number_integer())

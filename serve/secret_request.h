@@ -28,6 +28,7 @@ struct SecretPageRequest {
 // with the server's sentence; io when kiln serve cannot be started or does not answer in time,
 // or answers without a URL.
 Result<SecretPageRequest> request_secret_page(const std::string& state_dir, const std::string& token,
-                                              const std::string& name, int timeout_ms);
+                                              const std::string& name, int timeout_ms,
+                                              const std::string& asked_by = {});
 
 }  // namespace kiln::server

@@ -4,6 +4,9 @@
 #include <sodium.h>
 
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,6 +36,7 @@ constexpr const char* kPolicyArgNames[] = {"network", "limits", "secrets", "isol
 struct Missing {
   std::vector<std::string> names;
   std::string workspace;  // which folder asks: a repository's kiln.json can name any secret
+  std::set<std::string> from_call;  // names the call's own `secrets` argument gave (else kiln.json's)
 };
 
 // The secrets the call's sandbox would need that neither the environment nor the store has.
@@ -53,11 +57,20 @@ Missing missing_secrets(CallContext& ctx, const json& args, bool policy_args) {
   sbx::SecretStore store(ctx.session->store().dir());
   Missing missing;
   missing.workspace = (*ws)->root->path();
+  if (policy_args && args.contains("secrets") && args["secrets"].is_array()) {
+    for (const auto& n : args["secrets"])
+      if (n.is_string()) missing.from_call.insert(n.get<std::string>());
+  }
   for (const auto& name : policy->secrets) {
     auto found = store.resolve({name});
     if (!found && found.error().code == Errc::not_found) missing.names.push_back(name);
   }
   return missing;
+}
+
+std::string asked_by(const Missing& m, const std::string& name) {
+  return fmt::format("a run in {} ({})", m.workspace,
+                     m.from_call.contains(name) ? "the call's own secrets list" : "its kiln.json, sandbox.secrets");
 }
 
 std::string ask_message(const std::string& name, const std::string& workspace) {
@@ -76,15 +89,26 @@ std::string random_id() {
   return hex;
 }
 
-Result<SecretPageRequest> page_for(CallContext& ctx, const std::string& name) {
+// A page already handed out for the same secret of the same workspace is handed out again, not
+// replaced: a client that keeps asking (a loop, a retry) must not void the page the person has
+// open. Kept per process, until a minute before the page expires.
+Result<SecretPageRequest> page_for(CallContext& ctx, const std::string& name, const Missing& m) {
+  static std::mutex mu;
+  static std::map<std::string, std::pair<SecretPageRequest, std::chrono::steady_clock::time_point>> handed_out;
   const std::string state_dir = ctx.session->store().dir();
+  const std::string key = state_dir + '\n' + m.workspace + '\n' + name;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu);
+  std::erase_if(handed_out, [&](const auto& kv) { return kv.second.second <= now; });
+  if (auto it = handed_out.find(key); it != handed_out.end()) return it->second.first;
   auto token = ensure_default_token(state_dir);
   if (!token) return std::unexpected(token.error());
-  auto page = request_secret_page(state_dir, *token, name, kPageRequestMs);
+  auto page = request_secret_page(state_dir, *token, name, kPageRequestMs, asked_by(m, name));
   if (!page) {
     return fail(page.error().code, fmt::format("secret {} is not set and Kiln could not open a page to ask for it ({}); "
                                                "run `kiln secret set {}`", name, page.error().message, name));
   }
+  handed_out[key] = {*page, now + std::chrono::seconds(std::max(0, page->expires_in_s - 60))};
   return page;
 }
 
@@ -118,7 +142,7 @@ Result<bool> wait_for_value(CallContext& ctx, const std::string& name) {
 // Legacy era: one elicitation per secret, each waited for until the page stored the value.
 Result<std::optional<json>> ask_in_session(CallContext& ctx, const Missing& missing) {
   for (const auto& name : missing.names) {
-    auto page = page_for(ctx, name);
+    auto page = page_for(ctx, name, missing);
     if (!page) return std::unexpected(page.error());
     std::string elicitation_id = random_id();
     auto answer = ctx.ask_client("elicitation/create",
@@ -154,7 +178,7 @@ Result<std::optional<json>> ask_by_result(CallContext& ctx, const Missing& missi
       if (*stored) continue;
       return std::optional<json>();  // cancelled
     }
-    auto page = page_for(ctx, name);
+    auto page = page_for(ctx, name, missing);
     if (!page) return std::unexpected(page.error());
     requests[key] = {{"method", "elicitation/create"},
                      {"params", {{"mode", "url"}, {"url", page->url}, {"message", ask_message(name, missing.workspace)}}}};

@@ -27,6 +27,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Session says goes to the request's stream (there is no GET stream to send anything else to).
   static std::shared_ptr<HttpSession> for_modern_request(std::string principal, EventStream::Limits limits);
   bool modern() const { return modern_; }
+  // A modern request that is a subscriptions/listen (held open; counted against its own cap).
+  void mark_listen() { listen_ = true; }
+  bool is_listen() const { return listen_; }
   // The modern request's stream has ended or its connection went away.
   bool modern_done();
   // Starts the Session; its messages route through this object (weakly held).
@@ -79,6 +82,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string id_;
   std::string principal_;
   bool modern_ = false;
+  bool listen_ = false;
   EventStream::Limits limits_;
   std::shared_ptr<Session> session_;
 

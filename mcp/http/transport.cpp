@@ -95,7 +95,11 @@ struct Endpoint::Impl {
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
   // Modern requests in progress, each in a session of its own; ended ones are retired by the janitor.
   std::vector<std::shared_ptr<HttpSession>> modern_calls;
-  static constexpr std::size_t kMaxModernCalls = 1024;
+  // Below the HTTP server's 1024 connections, so modern requests never take every connection;
+  // per principal, so one token's requests (or held-open listens) never lock the others out.
+  static constexpr std::size_t kMaxModernCalls = 768;
+  static constexpr std::size_t kMaxModernCallsPerPrincipal = 256;
+  static constexpr std::size_t kMaxListensPerPrincipal = 64;
   bool stopping = false;
   std::condition_variable wake;
   std::thread janitor;
@@ -353,11 +357,30 @@ struct Endpoint::Impl {
       }
     }
     auto hs = HttpSession::for_modern_request(principal, limits);
+    const bool listen = r.method == "subscriptions/listen";
+    if (listen) hs->mark_listen();
     {
       std::lock_guard lock(mu);
       if (stopping || modern_calls.size() >= kMaxModernCalls) {
         Response busy = refuse(503, fmt::format("Service Unavailable: {} MCP requests are in progress; retry shortly",
                                                 modern_calls.size()));
+        busy.headers.emplace_back("Retry-After", "2");
+        return busy;
+      }
+      std::size_t mine = 0, my_listens = 0;
+      for (const auto& c : modern_calls) {
+        if (c->principal() != principal) continue;
+        ++mine;
+        my_listens += c->is_listen();
+      }
+      if (mine >= kMaxModernCallsPerPrincipal || (listen && my_listens >= kMaxListensPerPrincipal)) {
+        Response busy = refuse_request(
+            429, r.id, protocol::kInternalError,
+            listen ? fmt::format("Too Many Requests: {} subscriptions/listen streams of yours are open (at most {}); "
+                                 "close one, or listen to several URIs in one",
+                                 my_listens, kMaxListensPerPrincipal)
+                   : fmt::format("Too Many Requests: {} requests of yours are in progress (at most {}); wait for some",
+                                 mine, kMaxModernCallsPerPrincipal));
         busy.headers.emplace_back("Retry-After", "2");
         return busy;
       }
