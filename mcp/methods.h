@@ -60,6 +60,9 @@ bool tool_runs_as_task(const MethodEnv& env, const nlohmann::json& definition, c
 bool task_capable_tool(const nlohmann::json& definition);
 // A task as each era shows it (modern: ttlMs/pollIntervalMs; legacy: ttl/pollInterval).
 nlohmann::json task_json(const TaskSnapshot& task, bool modern);
+// The modern DetailedTask: task_json plus the result (completed) or the error (failed), as
+// tasks/get and notifications/tasks carry it.
+nlohmann::json detailed_task_json(const TaskSnapshot& task);
 
 // file:// URI <-> workspace path helpers shared by resources and completion.
 std::string file_uri(const std::string& absolute_path);

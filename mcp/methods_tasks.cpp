@@ -57,22 +57,24 @@ json task_json(const TaskSnapshot& t, bool modern) {
   return out;
 }
 
+json detailed_task_json(const TaskSnapshot& t) {
+  json out = task_json(t, true);
+  if (t.status == "completed" && t.result) {
+    json result = *t.result;
+    decorate_modern_result("tools/call", result);
+    out["result"] = std::move(result);
+  } else if (t.status == "failed" && t.error) {
+    out["error"] = error_object(*t.error);
+  }
+  return out;
+}
+
 MethodResult tasks_get(MethodEnv& env, const json& params) {
   auto id = task_id_param(params);
   if (!id) return std::unexpected(id.error());
   auto t = env.server.shared->tasks.get(env.state.principal(), *id);
   if (!t) return std::unexpected(unknown_task(*id));
-  json out = task_json(*t, env.modern);
-  if (env.modern) {
-    if (t->status == "completed" && t->result) {
-      json result = *t->result;
-      decorate_modern_result("tools/call", result);
-      out["result"] = std::move(result);
-    } else if (t->status == "failed" && t->error) {
-      out["error"] = error_object(*t->error);
-    }
-  }
-  return out;
+  return env.modern ? detailed_task_json(*t) : task_json(*t, false);
 }
 
 MethodResult tasks_result(MethodEnv& env, const json& params) {

@@ -171,7 +171,7 @@ MethodResult tools_call(MethodEnv& env, const json& params) {
       env.ctx.input_responses = params["inputResponses"];
     auto needs = tool->preflight(env.ctx, p->arguments);
     if (!needs) return error_result(needs.error().message);
-    if (env.ctx.cancelled()) return error_result(p->name + " was cancelled");
+    // A cancellation is left to the tool itself, which records it (a cancelled run's trace).
     if (*needs) {
       // Modern era (MRTR): the client shows these to the person and calls again.
       return json{{"resultType", "input_required"}, {"inputRequests", std::move(**needs)}};

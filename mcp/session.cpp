@@ -61,6 +61,7 @@ struct InFlight {
   // subscriptions/listen: open until cancelled or the session ends; these URIs' updates go to it.
   bool listener = false;
   std::set<std::string> listen_uris;
+  std::set<std::string> listen_tasks;  // task ids whose changes it hears (the tasks extension)
   std::unique_ptr<std::stop_callback<std::function<void()>>> on_stop;
 };
 
@@ -86,6 +87,7 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
   std::mutex stateless_mu;
   std::shared_ptr<SessionState> stateless_state;  // modern requests', made on the first one
   int events_token = 0;
+  int task_events_token = 0;
   // Threads start with the first request that needs one, so `initialize` never waits for them.
   RequestRunner runner{server.options.max_concurrent_requests, server.options.worker_threads};
 
@@ -452,6 +454,26 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
+  // notifications/tasks to the listeners of this task (the whole DetailedTask each time).
+  void task_changed(const TaskSnapshot& task) {
+    std::vector<std::shared_ptr<InFlight>> listening;
+    {
+      std::lock_guard lock(inflight_mu);
+      for (const auto& [key, r] : inflight) {
+        if (r->listener && r->listen_tasks.contains(task.id)) listening.push_back(r);
+      }
+    }
+    if (listening.empty()) return;
+    json detail = detailed_task_json(task);
+    for (const auto& r : listening) {
+      json params = detail;
+      params["_meta"] = {{proto::kMetaSubscriptionId, r->id}};
+      std::lock_guard lock(r->mu);
+      if (r->finished || r->cancelled) continue;
+      send(proto::make_notification("notifications/tasks", std::move(params)));
+    }
+  }
+
   // ---- the modern era's state and subscriptions ----------------------------------------------
   std::shared_ptr<SessionState> stateless() {
     std::lock_guard lock(stateless_mu);
@@ -509,8 +531,33 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
         }
       }
     }
+    json task_ids = json::array();
+    if (params.is_object() && params.contains("notifications") && params["notifications"].contains("taskIds")) {
+      const json& list = params["notifications"]["taskIds"];
+      if (!list.is_array() || list.size() > 1000) {
+        return reply(req, std::unexpected(RpcError{proto::kInvalidParams,
+                                                   "Invalid params: notifications.taskIds must be an array of at most "
+                                                   "1000 task ids"}));
+      }
+      if (!list.empty() && !proto::declares_extension(req->client_capabilities, proto::kTasksExtension)) {
+        return reply(req, std::unexpected(RpcError{
+                              proto::kMissingClientCapability,
+                              "Missing required client capability: task notifications need the extension " +
+                                  std::string(proto::kTasksExtension) + " in the client's capabilities",
+                              json{{"requiredCapabilities", {{"extensions", {{proto::kTasksExtension, json::object()}}}}}}}));
+      }
+      for (const auto& t : list) {
+        if (!t.is_string()) {
+          return reply(req, std::unexpected(RpcError{proto::kInvalidParams, "Invalid params: each taskIds entry is a string"}));
+        }
+        // Only the principal's own tasks are agreed to; the acknowledgement lists those.
+        if (server.shared->tasks.get(state.principal(), t.get<std::string>())) req->listen_tasks.insert(t.get<std::string>());
+      }
+      for (const auto& t : req->listen_tasks) task_ids.push_back(t);
+    }
     json ack_filter = json::object();
     if (!uris.empty()) ack_filter["resourceSubscriptions"] = uris;
+    if (!task_ids.empty()) ack_filter["taskIds"] = task_ids;
     {
       std::lock_guard lock(req->mu);
       req->listener = true;
@@ -644,10 +691,15 @@ Session::Session(ServerContext& server, std::shared_ptr<Outbound> out, std::stri
     auto s = weak.lock();
     if (s && s->state.principal() == principal) s->resource_updated(uri);
   });
+  impl_->task_events_token = server.shared->task_events.subscribe([weak](const std::string& principal, const TaskSnapshot& t) {
+    auto s = weak.lock();
+    if (s && s->state.principal() == principal) s->task_changed(t);
+  });
 }
 
 Session::~Session() {
   impl_->server.shared->events.unsubscribe(impl_->events_token);
+  impl_->server.shared->task_events.unsubscribe(impl_->task_events_token);
   remove_client_log_sink(impl_->log_sink_id);
   for (const auto& [p, token] : impl_->watches) p->unwatch(token);
   impl_->shutdown(std::chrono::milliseconds(0), std::chrono::milliseconds(0));

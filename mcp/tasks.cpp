@@ -108,11 +108,16 @@ std::optional<TaskSnapshot> TaskRegistry::start(const std::string& principal, st
     // Started under the lock, so the entry is complete (thread included) before anyone sees it.
     e->thread = std::thread([this, weak, work = std::move(work), token = e->stop.get_token()] {
       auto status = [this, weak](std::string text) {
-        std::lock_guard lock(mu_);
-        if (auto en = weak.lock(); en && en->snap.status == "working") {
-          en->snap.status_message = std::move(text);
-          en->snap.updated_at = iso_now();
+        std::optional<std::pair<std::string, TaskSnapshot>> changed;
+        {
+          std::lock_guard lock(mu_);
+          if (auto en = weak.lock(); en && en->snap.status == "working" && en->snap.status_message != text) {
+            en->snap.status_message = std::move(text);
+            en->snap.updated_at = iso_now();
+            changed.emplace(en->principal, en->snap);
+          }
         }
+        if (changed) notify(changed->first, changed->second);
       };
       MethodResult outcome;
       try {
@@ -120,6 +125,7 @@ std::optional<TaskSnapshot> TaskRegistry::start(const std::string& principal, st
       } catch (const std::exception& ex) {
         outcome = std::unexpected(RpcError{-32603, std::string("Internal error: ") + ex.what()});
       }
+      std::optional<std::pair<std::string, TaskSnapshot>> ended;
       {
         std::lock_guard lock(mu_);
         if (auto en = weak.lock()) {
@@ -133,6 +139,7 @@ std::optional<TaskSnapshot> TaskRegistry::start(const std::string& principal, st
               en->snap.status_message = outcome.error().message;
             }
             en->snap.updated_at = iso_now();
+            ended.emplace(en->principal, en->snap);
           }
           // Kept at least a minute after it ends, whatever the TTL, so a poller sees the outcome.
           en->expires = std::max(en->expires, Clock::now() + std::chrono::minutes(1));
@@ -140,6 +147,7 @@ std::optional<TaskSnapshot> TaskRegistry::start(const std::string& principal, st
         }
       }
       changed_.notify_all();
+      if (ended) notify(ended->first, ended->second);
     });
   }
   for (auto& t : joinable) t.join();
@@ -164,6 +172,7 @@ std::optional<TaskSnapshot> TaskRegistry::wait(const std::string& principal, con
 }
 
 TaskRegistry::Cancel TaskRegistry::cancel(const std::string& principal, const std::string& id, TaskSnapshot* after) {
+  TaskSnapshot now;
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
@@ -178,8 +187,10 @@ TaskRegistry::Cancel TaskRegistry::cancel(const std::string& principal, const st
     e.snap.updated_at = iso_now();
     e.stop.request_stop();
     if (after) *after = e.snap;
+    now = e.snap;
   }
   changed_.notify_all();
+  notify(principal, now);
   return Cancel::requested;
 }
 

@@ -67,6 +67,11 @@ class TaskRegistry {
   Cancel cancel(const std::string& principal, const std::string& id, TaskSnapshot* after = nullptr);
   std::vector<TaskSnapshot> list(const std::string& principal);
 
+  // Called (without the registry's lock) after every change of a task: its status, its status
+  // message. Set once, before the first task starts.
+  using Observer = std::function<void(const std::string& principal, const TaskSnapshot& task)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+
  private:
   struct Entry;
   void reap_locked(std::vector<std::thread>& joinable);
@@ -76,6 +81,10 @@ class TaskRegistry {
   std::condition_variable_any changed_;
   std::map<std::string, std::shared_ptr<Entry>> tasks_;
   bool stopping_ = false;
+  Observer observer_;
+  void notify(const std::string& principal, const TaskSnapshot& snap) {
+    if (observer_) observer_(principal, snap);
+  }
 };
 
 }  // namespace kiln::server

@@ -580,3 +580,30 @@ TEST_CASE("modern resources/read finds the workspace from the URI; not found is 
   CHECK(f.modern(4, "resources/read", {{"uri", "file://" + root + "/missing.txt"}})["error"]["code"] == -32602);
   CHECK(f.modern(5, "resources/read", {{"uri", "file:///nowhere/known/x"}})["error"]["code"] == -32602);
 }
+
+TEST_CASE("subscriptions/listen with taskIds: -32021 without the extension; notifications/tasks carry the DetailedTask") {
+  Fixture f;
+  json caps = {{"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}}};
+  auto created = f.modern(1, "tools/call", {{"name", "test_task"}, {"arguments", json::object()}}, caps);
+  std::string id = created["result"]["taskId"];
+  json no_ext = {{"notifications", {{"taskIds", json::array({id})}}}};
+  no_ext["_meta"] = modern_meta();
+  f.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "subscriptions/listen"}, {"params", no_ext}});
+  auto refused = f.client->reply(2);
+  REQUIRE(refused);
+  CHECK((*refused)["error"]["code"] == -32021);
+  CHECK((*refused)["error"]["data"]["requiredCapabilities"]["extensions"].contains("io.modelcontextprotocol/tasks"));
+  json listen = {{"notifications", {{"taskIds", json::array({id, "task-not-mine"})}}}};
+  listen["_meta"] = modern_meta(caps);
+  f.send({{"jsonrpc", "2.0"}, {"id", "tl"}, {"method", "subscriptions/listen"}, {"params", listen}});
+  auto ack = f.client->wait_for([](const json& m) { return m.value("method", "") == "notifications/subscriptions/acknowledged"; });
+  REQUIRE(ack);
+  CHECK((*ack)["params"]["notifications"]["taskIds"] == json::array({id}));  // only its own task is agreed to
+  f.task_release = true;
+  auto done = f.client->wait_for([&](const json& m) {
+    return m.value("method", "") == "notifications/tasks" && m["params"]["taskId"] == id && m["params"]["status"] == "completed";
+  });
+  REQUIRE(done);
+  CHECK((*done)["params"]["result"]["structuredContent"]["done"] == true);
+  CHECK((*done)["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "tl");
+}
