@@ -39,11 +39,21 @@ function T.match(s, pat, msg)
 end
 
 --- Waits (processing events) until cond() is truthy; fails with `what` after `ms`.
+-- The deadline is kept here too: on Neovim 0.7 a cond() that itself waits (a synchronous request)
+-- can keep vim.wait from ever timing out, and a failing test then hangs the suite.
 function T.wait(ms, cond, what)
+  local deadline = vim.loop.hrtime() + ms * 1e6
   local ok = vim.wait(ms, function()
+    if vim.loop.hrtime() > deadline then
+      return true
+    end
     local r = cond()
     return r ~= nil and r ~= false
   end, 20)
+  if ok and vim.loop.hrtime() > deadline then
+    local r = cond()
+    ok = r ~= nil and r ~= false
+  end
   if not ok then
     error('timed out after ' .. ms .. ' ms waiting for ' .. (what or 'a condition'), 2)
   end
