@@ -8,6 +8,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "core/random_hex.h"
+
 namespace kiln::server {
 
 using Clock = std::chrono::system_clock;
@@ -29,13 +31,7 @@ std::string iso_now() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", std::chrono::floor<std::chrono::seconds>(now), ms);
 }
 
-std::string new_task_id() {
-  unsigned char raw[16];
-  randombytes_buf(raw, sizeof raw);
-  char hex[sizeof raw * 2 + 1];
-  sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
-  return std::string("task-") + hex;
-}
+std::string new_task_id() { return "task-" + random_hex(16); }
 
 }  // namespace
 

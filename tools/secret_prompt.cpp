@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/random_hex.h"
 #include "mcp/http/token.h"
 #include "mcp/session_state.h"
 #include "protocol/mcp_era.h"
@@ -81,13 +82,7 @@ std::string ask_message(const std::string& name, const std::string& workspace) {
                      "`kiln secret set {0}` in a terminal.", name, workspace);
 }
 
-std::string random_id() {
-  unsigned char raw[16];
-  randombytes_buf(raw, sizeof raw);
-  char hex[sizeof raw * 2 + 1];
-  sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
-  return hex;
-}
+std::string random_id() { return random_hex(16); }
 
 // A page already handed out for the same secret of the same workspace is handed out again, not
 // replaced: a client that keeps asking (a loop, a retry) must not void the page the person has

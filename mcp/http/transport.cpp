@@ -15,6 +15,7 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include "core/random_hex.h"
 #include "core/quote.h"
 #include "protocol/errors.h"
 #include "protocol/jsonrpc.h"
@@ -67,13 +68,7 @@ bool modern_header(const Request& req) {
   return v && protocol::is_modern_version(*v);
 }
 
-std::string new_session_id() {
-  unsigned char raw[32];
-  randombytes_buf(raw, sizeof raw);
-  char hex[sizeof raw * 2 + 1];
-  sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
-  return hex;
-}
+std::string new_session_id() { return random_hex(32); }
 
 }  // namespace
 
