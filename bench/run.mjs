@@ -340,6 +340,9 @@ async function main() {
     `  Targets: at least ${EGRESS_TARGETS.throughput_vs_floor}x the floor's throughput; under ${EGRESS_TARGETS.added_ms} ms added per request.`,
     '',
     ...checkpointsSection(cpr, cp, path.relative(path.join(benchDir, '..'), cpr.treesDir ?? buildDir)),
+    '',
+    // Measured by hand (strace, perf): kept in its own file so a run of the bench does not lose it.
+    fs.readFileSync(path.join(benchDir, 'BREAKDOWN.md'), 'utf8').trimEnd(),
   ].join('\n');
   fs.writeFileSync(path.join(benchDir, 'REPORT.md'), md);
   console.log(`\nwrote bench/REPORT.md${s.plot.note ? '' : ' and bench/scaling.png'} (${minutes} min; load ${loadStart} -> ${loadEnd})`);
