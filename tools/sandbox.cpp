@@ -29,8 +29,6 @@ namespace {
 using nlohmann::json;
 namespace sbx = kiln::sandbox;
 
-// Arguments that describe a sandbox rather than one exec.
-constexpr const char* kPolicyArgs[] = {"network", "limits", "secrets", "isolation"};
 
 // `env` of sandbox_create belongs to the sandbox (every exec in it sees it); sandbox_exec's `env`
 // is per exec (ExecRequest::env), also in a session sandbox, so it is not a policy argument there.

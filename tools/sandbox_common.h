@@ -9,6 +9,10 @@ namespace kiln::services { class ServiceHost; }
 
 namespace kiln::server {
 
+// Arguments that describe a sandbox rather than one exec (sandbox_create, and sandbox_exec without
+// sandbox_id); the secret preflight reads the same ones.
+inline constexpr const char* kPolicyArgs[] = {"network", "limits", "secrets", "isolation"};
+
 template <class F>
 ToolHandler redacting(sandbox::SandboxManager& m, F f) {
   return [&m, f](CallContext& ctx, const nlohmann::json& args) -> Result<ToolOutput> {

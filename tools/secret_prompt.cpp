@@ -19,6 +19,7 @@
 #include "sandbox/policy.h"
 #include "sandbox/secrets.h"
 #include "serve/secret_request.h"
+#include "tools/sandbox_common.h"
 #include "workspace/kiln_config.h"
 #include "workspace/state_store.h"
 
@@ -32,7 +33,6 @@ namespace sbx = kiln::sandbox;
 constexpr int kPageRequestMs = 15000;
 // The page lives 15 minutes; past that, waiting on is pointless.
 constexpr auto kWaitForValue = std::chrono::minutes(15);
-constexpr const char* kPolicyArgNames[] = {"network", "limits", "secrets", "isolation"};
 
 struct Missing {
   std::vector<std::string> names;
@@ -48,7 +48,7 @@ Missing missing_secrets(CallContext& ctx, const json& args, bool policy_args) {
   sbx::PolicyInput in;
   in.config_sandbox = cfg.config.value("sandbox", json::object());
   if (policy_args) {
-    for (const char* k : kPolicyArgNames)
+    for (const char* k : kPolicyArgs)
       if (args.contains(k)) in.args[k] = args[k];
   }
   in.workspace_root = (*ws)->root->path();

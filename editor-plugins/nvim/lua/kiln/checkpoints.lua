@@ -321,15 +321,7 @@ end
 local SIGN = { added = 'A', modified = 'M', deleted = 'D' }
 
 local function size(n)
-  n = nn(n)
-  if type(n) ~= 'number' then
-    return '-'
-  elseif n < 1024 then
-    return n .. ' B'
-  elseif n < 1048576 then
-    return string.format('%.1f KiB', n / 1024)
-  end
-  return string.format('%.1f MiB', n / 1048576)
+  return ui.bytes(nn(n))
 end
 
 function M.change_row(c)

@@ -131,17 +131,6 @@ function M.traces(filter, cb)
   return buf
 end
 
-local function fmt_bytes(n)
-  if type(n) ~= 'number' then
-    return '-'
-  elseif n < 1024 then
-    return n .. ' B'
-  elseif n < 1048576 then
-    return string.format('%.1f KiB', n / 1024)
-  end
-  return string.format('%.1f MiB', n / 1048576)
-end
-
 local function scalar(v)
   v = nn(v)
   local t = type(v)
@@ -239,7 +228,7 @@ local function trace_lines(res)
   end
   local r = nn(t.resources)
   if type(r) == 'table' then
-    field('resources', string.format('peak memory %s · user %s · sys %s', fmt_bytes(nn(r.peak_memory_bytes)), ui.duration(nn(r.user_ms)),
+    field('resources', string.format('peak memory %s · user %s · sys %s', ui.bytes(nn(r.peak_memory_bytes)), ui.duration(nn(r.user_ms)),
       ui.duration(nn(r.sys_ms))))
   end
   local result = nn(t.result)
@@ -256,7 +245,7 @@ local function trace_lines(res)
     local tail = nn(res[stream .. '_tail'])
     if type(tail) == 'string' and tail ~= '' then
       add('')
-      add(string.format('%s (last part, %s in all)', stream, fmt_bytes(nn(res[stream .. '_total_bytes']))), 'KilnHeader')
+      add(string.format('%s (last part, %s in all)', stream, ui.bytes(nn(res[stream .. '_total_bytes']))), 'KilnHeader')
       for _, l in ipairs(vim.split(ui.clean(tail):gsub('\n$', ''), '\n', { plain = true })) do
         add('  ' .. l:gsub('\r', ''))
       end

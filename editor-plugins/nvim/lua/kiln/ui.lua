@@ -193,6 +193,18 @@ function M.duration(ms)
   return string.format('%dm%02ds', math.floor(ms / 60000), math.floor(ms / 1000) % 60)
 end
 
+-- "512 B", "1.5 KiB", "3.2 MiB"; "-" for anything that is not a number.
+function M.bytes(n)
+  if type(n) ~= 'number' then
+    return '-'
+  elseif n < 1024 then
+    return n .. ' B'
+  elseif n < 1048576 then
+    return string.format('%.1f KiB', n / 1024)
+  end
+  return string.format('%.1f MiB', n / 1048576)
+end
+
 -- Terminal colour codes and carriage-return redraws make no sense in a buffer.
 function M.clean(text)
   text = text:gsub('\27%[[%d;?]*[A-Za-z]', ''):gsub('\27%][^\7]*\7', '')
