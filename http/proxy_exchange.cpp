@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <vector>
 
+#include <boost/asio/query.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <fmt/format.h>
@@ -97,7 +98,17 @@ void ProxyExchange::attach(UpstreamSocket socket) {
   if (socket.parked_) {
     // Registered and non-blocking already, and connected: the head goes out at once.
     up_.reused = true;
-    upstream_ = std::move(*std::static_pointer_cast<Parked>(socket.parked_)->descriptor);
+    auto& parked = *std::static_pointer_cast<Parked>(socket.parked_)->descriptor;
+    if (&net::query(parked.get_executor(), net::execution::context) ==
+        &net::query(upstream_.get_executor(), net::execution::context)) {
+      upstream_ = std::move(parked);
+    } else {
+      // Parked by a connection of another io thread: a moved descriptor would take that
+      // thread's executor along, so it is re-registered here instead.
+      beast::error_code ec;
+      upstream_.assign(parked.release(), ec);
+      if (ec) return upstream_failed(502, "The app's connection is unusable.");
+    }
     return on_connected({});
   }
   beast::error_code ec;

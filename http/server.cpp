@@ -60,7 +60,7 @@ Result<ListenAddress> parse_listen(std::string_view listen) {
 }
 
 void Server::Impl::accept() {
-  acceptor.async_accept(net::make_strand(ioc), net::bind_executor(control, [this](boost::system::error_code ec,
+  acceptor.async_accept(next_io(), net::bind_executor(control, [this](boost::system::error_code ec,
                                                                                    tcp::socket socket) {
     if (stopping) return;
     if (ec) {
@@ -122,6 +122,7 @@ void Server::Impl::begin_shutdown() {
   watchdog_timer.cancel();
   retry_timer.cancel();
   watched.cancel(ignored);
+  keep_running.clear();  // each io thread returns once its own connections are done
   if (options.on_stopping) options.on_stopping();
   nudge_sessions(*this);
   stop_started = std::chrono::steady_clock::now();
@@ -133,7 +134,7 @@ void Server::Impl::wait_for_sessions() {
   if (std::chrono::steady_clock::now() - stop_started >= options.shutdown_grace) {
     spdlog::warn("serve: {} connection(s) still busy after {} s; closing them", connections.load(),
                  options.shutdown_grace.count());
-    ioc.stop();
+    stop_all();
     return;
   }
   grace_timer.expires_after(std::chrono::milliseconds(50));
@@ -201,23 +202,17 @@ void Server::run() {
     s.watch();
     s.follow_fd();
   });
+  auto run_one = [&s](net::io_context& io) {
+    try {
+      io.run();
+    } catch (const std::exception& e) {
+      spdlog::critical("serve: io thread stopped: {}", e.what());
+      s.stop_all();
+    }
+  };
   std::vector<std::thread> threads;
-  for (int i = 1; i < s.options.io_threads; ++i) {
-    threads.emplace_back([&s] {
-      try {
-        s.ioc.run();
-      } catch (const std::exception& e) {
-        spdlog::critical("serve: io thread stopped: {}", e.what());
-        s.ioc.stop();
-      }
-    });
-  }
-  try {
-    s.ioc.run();
-  } catch (const std::exception& e) {
-    spdlog::critical("serve: io thread stopped: {}", e.what());
-    s.ioc.stop();
-  }
+  for (std::size_t i = 1; i < s.contexts.size(); ++i) threads.emplace_back([&run_one, io = s.contexts[i].get()] { run_one(*io); });
+  run_one(s.ioc);
   for (auto& t : threads) t.join();
   spdlog::info("serve: stopped");
 }

@@ -9,11 +9,13 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -51,8 +53,11 @@ struct ProxyGate {
 
 struct Server::Impl {
   Impl(const ServerOptions& o, Handler h)
-      : options(o), handler(std::move(h)), ioc(o.io_threads), control(net::make_strand(ioc)), acceptor(control),
-        signals(control), watchdog_timer(control), grace_timer(control), retry_timer(control), watched(control) {}
+      : options(o), handler(std::move(h)), contexts(make_contexts(o.io_threads)), ioc(*contexts.front()),
+        control(net::make_strand(ioc)), acceptor(control), signals(control), watchdog_timer(control),
+        grace_timer(control), retry_timer(control), watched(control) {
+    for (std::size_t i = 1; i < contexts.size(); ++i) keep_running.emplace_back(contexts[i]->get_executor());
+  }
 
   ServerOptions options;
   Handler handler;
@@ -69,7 +74,14 @@ struct Server::Impl {
   std::chrono::steady_clock::time_point stop_started;
   std::shared_ptr<ProxyGate> proxy_gate = std::make_shared<ProxyGate>();
 
-  net::io_context ioc;
+  // One io_context per io thread, each run by that thread alone (nginx's worker model): a
+  // connection lives on one of them from accept to close, so its handlers never change threads
+  // and no io thread has to wake another for it. contexts[0] also runs the control strand.
+  std::vector<std::unique_ptr<net::io_context>> contexts;
+  // Contexts 1.. have no work until a connection arrives; released when the server stops.
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
+  net::io_context& ioc;  // contexts[0]
+  unsigned next_context = 0;  // on the control strand
   net::strand<net::io_context::executor_type> control;  // acceptor, signals, timers
   tcp::acceptor acceptor;
   net::signal_set signals;
@@ -82,6 +94,17 @@ struct Server::Impl {
   net::thread_pool slow_pool{1};
   // Endpoint handlers (MCP): parsing a large message or creating a session stays off the io threads.
   net::thread_pool endpoint_pool{2};
+
+  static std::vector<std::unique_ptr<net::io_context>> make_contexts(int n) {
+    std::vector<std::unique_ptr<net::io_context>> out;
+    for (int i = 0; i < std::max(1, n); ++i) out.push_back(std::make_unique<net::io_context>(1));
+    return out;
+  }
+  // Round robin: where the next accepted connection lives.
+  net::io_context& next_io() { return *contexts[next_context++ % contexts.size()]; }
+  void stop_all() {
+    for (auto& c : contexts) c->stop();
+  }
 
   void accept();
   void watch();
