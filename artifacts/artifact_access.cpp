@@ -54,18 +54,25 @@ std::string ArtifactStore::make_cookie(const std::string& name, const std::strin
   return detail::base64url(payload) + "." + detail::base64url(std::string_view(reinterpret_cast<char*>(mac), sizeof mac));
 }
 
-bool ArtifactStore::cookie_valid_locked(const Row& row, const std::string& cookie, std::string& invite_name) {
+struct ArtifactStore::CookieFields {
+  std::string name;
+  std::string kind;  // "password" or "invite:ID"
+  std::int64_t expires = 0;
+  std::int64_t gen = 0;
+};
+
+std::optional<ArtifactStore::CookieFields> ArtifactStore::verify_cookie(const std::string& cookie) const {
   auto dot = cookie.find('.');
-  if (dot == std::string::npos || cookie.size() > 1024) return false;
+  if (dot == std::string::npos || cookie.size() > 1024) return std::nullopt;
   auto payload = detail::base64url_decode(std::string_view(cookie).substr(0, dot));
   auto mac = detail::base64url_decode(std::string_view(cookie).substr(dot + 1));
-  if (!payload || !mac || mac->size() != crypto_auth_hmacsha256_BYTES) return false;
+  if (!payload || !mac || mac->size() != crypto_auth_hmacsha256_BYTES) return std::nullopt;
   if (crypto_auth_hmacsha256_verify(reinterpret_cast<const unsigned char*>(mac->data()),
                                     reinterpret_cast<const unsigned char*>(payload->data()), payload->size(),
                                     reinterpret_cast<const unsigned char*>(cookie_key_.data())) != 0) {
-    return false;
+    return std::nullopt;
   }
-  // Signed by us, so the fields are ours; they must still match the artifact as it is now.
+  // Signed by us, so the fields are ours; the callers check them against the artifact as it is now.
   std::vector<std::string> f;
   for (std::size_t start = 0;;) {
     auto nl = payload->find('\n', start);
@@ -73,30 +80,118 @@ bool ArtifactStore::cookie_valid_locked(const Row& row, const std::string& cooki
     if (nl == std::string::npos) break;
     start = nl + 1;
   }
-  if (f.size() != 5 || f[0] != "k1" || f[1] != row.name) return false;
-  std::int64_t expires = 0, gen = 0;
+  if (f.size() != 5 || f[0] != "k1") return std::nullopt;
+  CookieFields out;
   try {
-    expires = std::stoll(f[3]);
-    gen = std::stoll(f[4]);
+    out.expires = std::stoll(f[3]);
+    out.gen = std::stoll(f[4]);
   } catch (...) {
-    return false;
+    return std::nullopt;
   }
+  out.name = std::move(f[1]);
+  out.kind = std::move(f[2]);
+  return out;
+}
+
+namespace {
+
+// The invite id of an "invite:ID" cookie kind.
+std::optional<std::int64_t> invite_id(const std::string& kind) {
+  if (kind.rfind("invite:", 0) != 0) return std::nullopt;
+  try {
+    return std::int64_t(std::stoll(kind.substr(7)));
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool ArtifactStore::cookie_valid_locked(const Row& row, const std::string& cookie, std::string& invite_name) {
+  auto c = verify_cookie(cookie);
+  if (!c || c->name != row.name) return false;
   // The generation moves on every password or mode change, so older cookies stop working.
-  if (expires <= now() || gen != row.share_gen) return false;
-  if (row.share == Share::password) return f[2] == "password";
-  if (row.share != Share::invite || f[2].rfind("invite:", 0) != 0) return false;
+  if (c->expires <= now() || c->gen != row.share_gen) return false;
+  if (row.share == Share::password) return c->kind == "password";
+  auto id = invite_id(c->kind);
+  if (row.share != Share::invite || !id) return false;
   // Revoking or expiring an invite ends its cookies too: the invite is looked up every time.
   db::Statement s(db_, "SELECT name, expires_at, revoked FROM invites WHERE id = ?1 AND artifact = ?2");
-  try {
-    s.bind(1, std::int64_t(std::stoll(f[2].substr(7))));
-  } catch (...) {
-    return false;
-  }
+  s.bind(1, *id);
   s.bind(2, row.name);
   if (!s.next("select invite").value_or(false) || s.int64(2) != 0) return false;
   if (auto e = s.opt_int(1); e && *e <= now()) return false;
   invite_name = s.text(0);
   return true;
+}
+
+Result<std::optional<AccessRules>> ArtifactStore::access_rules(const std::string& name) {
+  std::lock_guard lock(mu_);
+  // One read transaction: the rules are one state of the database, never half of a change.
+  if (auto r = db_.exec("BEGIN"); !r) return std::unexpected(r.error());
+  struct EndRead {
+    db::Database& db;
+    ~EndRead() { (void)db.exec("COMMIT"); }
+  } end_read{db_};
+  auto row = row_locked(name);
+  if (!row) return std::unexpected(row.error());
+  if (!*row) return std::optional<AccessRules>();
+  AccessRules rules;
+  rules.name = (*row)->name;
+  rules.share = (*row)->share;
+  rules.share_gen = (*row)->share_gen;
+  rules.expires_at = (*row)->expires_at;
+  db::Statement v(db_, "SELECT number FROM versions WHERE artifact = ?1 ORDER BY number");
+  v.bind(1, name);
+  for (;;) {
+    auto more = v.next("select versions");
+    if (!more) return std::unexpected(more.error());
+    if (!*more) break;
+    rules.versions.push_back(int(v.int64(0)));
+  }
+  if (rules.share == Share::invite) {
+    db::Statement i(db_, "SELECT id, name, expires_at, revoked FROM invites WHERE artifact = ?1");
+    i.bind(1, name);
+    for (;;) {
+      auto more = i.next("select invites");
+      if (!more) return std::unexpected(more.error());
+      if (!*more) break;
+      rules.invites[i.int64(0)] = AccessRules::Invite{i.text(1), i.opt_int(2), i.int64(3) != 0};
+    }
+  }
+  return std::optional<AccessRules>(std::move(rules));
+}
+
+std::optional<AccessDecision> ArtifactStore::admit_cookie(const AccessRules& rules, std::optional<int> version,
+                                                          const std::string& cookie) const {
+  if (rules.share == Share::public_) return std::nullopt;  // nothing to admit: check_access answers
+  // Every check of cookie_valid_locked, in the same order, against the rules instead of the rows.
+  auto c = verify_cookie(cookie);
+  if (!c || c->name != rules.name) return std::nullopt;
+  const std::int64_t t = now();
+  if (rules.expires_at && *rules.expires_at <= t) return std::nullopt;
+  if (c->expires <= t || c->gen != rules.share_gen) return std::nullopt;
+  AccessDecision d;
+  d.share = rules.share;
+  if (rules.share == Share::password) {
+    if (c->kind != "password") return std::nullopt;
+  } else {
+    auto id = invite_id(c->kind);
+    if (rules.share != Share::invite || !id) return std::nullopt;
+    auto it = rules.invites.find(*id);
+    if (it == rules.invites.end() || it->second.revoked) return std::nullopt;
+    if (it->second.expires_at && *it->second.expires_at <= t) return std::nullopt;
+    d.invite_name = it->second.name;
+  }
+  if (rules.versions.empty()) return std::nullopt;
+  if (version) {
+    if (!std::binary_search(rules.versions.begin(), rules.versions.end(), *version)) return std::nullopt;
+    d.version = *version;
+  } else {
+    d.version = rules.versions.back();
+  }
+  d.outcome = AccessOutcome::allowed;
+  return d;
 }
 
 Result<void> ArtifactStore::apply_share_locked(Row& row, const ShareChange& change, std::vector<InviteInfo>& new_invites) {

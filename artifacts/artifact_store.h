@@ -159,6 +159,25 @@ struct AccessDecision {
   int retry_after_s = 0;                 // for rate_limited
 };
 
+// One artifact's access rules as the database held them at one moment: what admits the bearer
+// of a session cookie. `kiln serve` keeps these in memory until the database changes
+// (serve/serve_cache.h), so a protected page costs no query; everything that ends a cookie
+// (a new password, a mode change, a revoked or expired invite, the artifact's expiry, an
+// unpublish) is a database change or a time checked against these fields on every request.
+struct AccessRules {
+  std::string name;
+  Share share = Share::public_;
+  std::int64_t share_gen = 0;
+  std::optional<std::int64_t> expires_at;
+  std::vector<int> versions;  // ascending
+  struct Invite {
+    std::string name;
+    std::optional<std::int64_t> expires_at;
+    bool revoked = false;
+  };
+  std::map<std::int64_t, Invite> invites;  // by id (what an invite cookie names)
+};
+
 class ArtifactStore {
  public:
   static Result<std::unique_ptr<ArtifactStore>> open(const std::string& state_dir);
@@ -183,6 +202,15 @@ class ArtifactStore {
   // are not in the version's manifest (including any ".." or escape) are not_found.
   Result<ResolvedFile> resolve(const std::string& name, std::optional<int> version, std::string_view path);
   AccessDecision check_access(const std::string& name, std::optional<int> version, const Credentials& creds);
+  // The rules admit_cookie checks against; nullopt: no such artifact.
+  Result<std::optional<AccessRules>> access_rules(const std::string& name);
+  // check_access's answer for a request whose only credential is `cookie`, decided from `rules`
+  // without the database or the store's lock: the cookie's signature is verified (constant time)
+  // and every field checked against the rules and the clock, as check_access does. Only an
+  // admission is answered here; nullopt (invalid cookie, expired artifact, no such version)
+  // means "ask check_access", which says why.
+  std::optional<AccessDecision> admit_cookie(const AccessRules& rules, std::optional<int> version,
+                                             const std::string& cookie) const;
 
   // A version's files as {path: {sha256, size}}.
   Result<nlohmann::json> manifest(const std::string& name, int version);
@@ -213,6 +241,9 @@ class ArtifactStore {
   Result<void> apply_share_locked(Row& row, const ShareChange& change, std::vector<InviteInfo>& new_invites);
   Result<std::string> hash_password(const std::string& password);
   bool cookie_valid_locked(const Row& row, const std::string& cookie, std::string& invite_name);
+  struct CookieFields;
+  // The fields of a cookie we signed (HMAC checked in constant time), or nullopt.
+  std::optional<CookieFields> verify_cookie(const std::string& cookie) const;
   std::string make_cookie(const std::string& name, const std::string& kind, std::int64_t expires, std::int64_t gen) const;
   std::string blob_path(const std::string& sha256) const;
   Result<std::vector<int>> unpublish_locked(const std::string& name, std::optional<int> version);

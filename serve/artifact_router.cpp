@@ -187,7 +187,32 @@ struct Visit {
   bool decided = false;
   std::string cache_key;  // set when the cache may answer or learn this request's access
   ServeCache::Stamp stamp;
+  bool stamped = false;  // `stamp` was taken for this request (before any store query)
 };
+
+void take_stamp(Visit& v) {
+  if (v.stamped) return;
+  v.stamp = v.ctx.cache->stamp();
+  v.stamped = true;
+}
+
+// The steady state of a protected page: a visitor whose only credential is the session cookie.
+// Admitted from the artifact's access rules in memory (the signature and every field checked as
+// the store would, no query, no lock of the store); anything but an admission is left to
+// check_access, which gives the same refusals as before.
+std::optional<AccessDecision> admit_by_cookie(Visit& v, const Credentials& creds) {
+  ServeCache* c = v.ctx.cache;
+  if (!c || !creds.cookie || creds.password || creds.invite_token) return std::nullopt;
+  take_stamp(v);
+  auto rules = c->rules(v.name, v.stamp);
+  if (!rules) {
+    auto loaded = v.ctx.store->access_rules(v.name);
+    if (!loaded || !*loaded) return std::nullopt;
+    rules = std::make_shared<const artifacts::AccessRules>(std::move(**loaded));
+    c->put_rules(rules, v.stamp);
+  }
+  return v.ctx.store->admit_cookie(*rules, v.version, *creds.cookie);
+}
 
 std::string rel_path(const Visit& v) {
   std::string rel;
@@ -262,7 +287,8 @@ Response kiln_route(Visit& v) {
 Result<ResolvedFile> resolve_cached(Visit& v, std::optional<int> version, const std::string& rel) {
   ServeCache* c = v.ctx.cache;
   if (!c || !version) return v.ctx.store->resolve(v.name, version, rel);
-  ServeCache::Stamp before = v.cache_key.empty() ? c->stamp() : v.stamp;
+  take_stamp(v);
+  const ServeCache::Stamp before = v.stamp;
   std::string key = ServeCache::key(ServeCache::Kind::file, v.name, version, rel);
   if (auto hit = c->get(key, before)) return hit->file;
   auto f = v.ctx.store->resolve(v.name, version, rel);
@@ -326,7 +352,7 @@ Response artifact_route(Visit& v) {
   if (invite && !invite->empty()) creds.invite_token = *invite;
   if (v.ctx.cache && !creds.password && !creds.invite_token) {
     // Stamped before the store is asked, so an answer that may predate a change is never kept.
-    v.stamp = v.ctx.cache->stamp();
+    take_stamp(v);
     v.cache_key = ServeCache::key(ServeCache::Kind::public_answer, v.name, v.version, rel_path(v));
     if (auto hit = v.ctx.cache->get(v.cache_key, v.stamp)) {
       v.decision.outcome = AccessOutcome::allowed;
@@ -336,7 +362,11 @@ Response artifact_route(Visit& v) {
       if (!hit->file.app) return file_response(req, hit->file, cache_control(v), 200, true);
     }
   }
-  v.decision = v.ctx.store->check_access(v.name, v.version, creds);
+  if (auto fast = admit_by_cookie(v, creds)) {
+    v.decision = std::move(*fast);
+  } else {
+    v.decision = v.ctx.store->check_access(v.name, v.version, creds);
+  }
   v.decided = true;
   const auto& d = v.decision;
   std::string here = with_query(v.t.raw_path, v.t.query);
@@ -412,6 +442,12 @@ AppAdmission admit_app(const Request& req, const RouterContext& ctx) {
     if (ctx.cache->get(cache_key, stamp)) {
       v.decision.outcome = AccessOutcome::allowed;
       v.decision.share = Share::public_;
+      v.decided = true;
+    }
+  }
+  if (!v.decided) {
+    if (auto fast = admit_by_cookie(v, creds)) {
+      v.decision = std::move(*fast);
       v.decided = true;
     }
   }

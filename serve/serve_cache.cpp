@@ -1,6 +1,6 @@
 // ServeCache's change signal: every commit, by any process, writes the database's WAL, and
 // inotify reports that write; each lookup drains the queue (one non-blocking read) and any event
-// on the database becomes a new generation. The one-second expiry covers what no file event
+// on the database becomes a new generation, which drops every kept answer and access rule. The one-second expiry covers what no file event
 // shows (an artifact's share running out by time).
 #include "serve/serve_cache.h"
 
@@ -103,20 +103,44 @@ std::optional<ServeCache::Hit> ServeCache::get(const std::string& key, const Sta
     }
   }
   std::unique_lock lock(mu_);
-  if (!(now_stamp == seen_)) {
-    entries_.clear();
-    seen_ = now_stamp;
-  }
+  if (!(now_stamp == seen_)) reset_locked(now_stamp);
   return std::nullopt;
+}
+
+void ServeCache::reset_locked(const Stamp& now) {
+  entries_.clear();
+  rules_.clear();
+  seen_ = now;
+}
+
+std::shared_ptr<const artifacts::AccessRules> ServeCache::rules(const std::string& name, const Stamp& now_stamp) {
+  auto now = std::chrono::steady_clock::now();
+  {
+    std::shared_lock lock(mu_);
+    if (now_stamp == seen_) {
+      auto it = rules_.find(name);
+      if (it == rules_.end() || it->second.until < now) return nullptr;
+      return it->second.rules;
+    }
+  }
+  std::unique_lock lock(mu_);
+  if (!(now_stamp == seen_)) reset_locked(now_stamp);
+  return nullptr;
+}
+
+void ServeCache::put_rules(std::shared_ptr<const artifacts::AccessRules> rules, const Stamp& before) {
+  if (!rules || !(stamp() == before)) return;  // the database changed while they were read
+  std::unique_lock lock(mu_);
+  if (!(before == seen_)) reset_locked(before);
+  if (rules_.size() >= kMaxEntries) rules_.clear();
+  std::string name = rules->name;
+  rules_[std::move(name)] = RulesEntry{std::move(rules), std::chrono::steady_clock::now() + ttl_};
 }
 
 void ServeCache::put(const std::string& key, Hit hit, const Stamp& before) {
   if (!(stamp() == before)) return;  // the answer may already be out of date
   std::unique_lock lock(mu_);
-  if (!(before == seen_)) {
-    entries_.clear();
-    seen_ = before;
-  }
+  if (!(before == seen_)) reset_locked(before);
   if (entries_.size() >= kMaxEntries) entries_.clear();
   entries_[key] = Entry{std::move(hit), std::chrono::steady_clock::now() + ttl_};
 }

@@ -1,12 +1,14 @@
 // The daemon's hot path: which blob answers (name, version, path), and for public artifacts the
 // whole access answer, kept for a second at most and dropped as soon as the artifact database
 // changes on disk, so repeated requests skip the store's queries without a publish, share change
-// or unpublish going unseen. Protected artifacts still ask the store about access every time.
+// or unpublish going unseen. Protected artifacts keep their access rules here on the same terms
+// (artifacts::AccessRules): a session cookie is then checked against them in memory.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -53,6 +55,11 @@ class ServeCache {
   // nothing is kept.
   void put(const std::string& key, Hit hit, const Stamp& before);
 
+  // An artifact's access rules as of `now` (nullptr: not known here; ask the store).
+  std::shared_ptr<const artifacts::AccessRules> rules(const std::string& name, const Stamp& now);
+  // Kept only if the database has not changed since `before` (taken before the store was asked).
+  void put_rules(std::shared_ptr<const artifacts::AccessRules> rules, const Stamp& before);
+
  private:
   struct Entry {
     Hit hit;
@@ -66,6 +73,13 @@ class ServeCache {
   std::shared_mutex mu_;
   Stamp seen_;  // the database as it was when the entries were made
   std::unordered_map<std::string, Entry> entries_;
+  struct RulesEntry {
+    std::shared_ptr<const artifacts::AccessRules> rules;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::unordered_map<std::string, RulesEntry> rules_;
+  // Under mu_ held exclusively: a new database state makes everything kept before it unusable.
+  void reset_locked(const Stamp& now);
 };
 
 }  // namespace kiln::server::http

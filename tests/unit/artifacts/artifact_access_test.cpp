@@ -340,3 +340,118 @@ TEST_CASE("no password or invite token is stored in clear") {
   CHECK(after.find(password) == std::string::npos);
   CHECK(after.find(token) == std::string::npos);
 }
+
+// kiln serve's in-memory check (admit_cookie against AccessRules) must admit exactly the cookies
+// check_access admits, and never one it refuses: every way a cookie ends, checked both ways.
+TEST_CASE("admit_cookie agrees with check_access on every cookie, against rules read after each change") {
+  Fixture f;
+  auto invite_req = f.request("site", "guests");
+  invite_req.share = Share::invite;
+  invite_req.invite_names = {"alice", "bob"};
+  invite_req.invite_expires_in_s = 3600;
+  auto inv = f.publish(invite_req);
+  f.publish(protected_site(f, "correct horse"));  // "site", password mode
+  f.publish(f.request("site", "open"));            // public
+
+  auto token = [&](const std::string& name) {
+    for (const auto& i : inv.new_invites)
+      if (i.name == name) return i.token;
+    FAIL("no invite " << name);
+    return std::string();
+  };
+  auto pw_cookie = *f.store->check_access("site", std::nullopt, with_password("correct horse")).set_cookie;
+  auto alice = *f.store->check_access("guests", std::nullopt, with_invite(token("alice"))).set_cookie;
+  auto bob = *f.store->check_access("guests", std::nullopt, with_invite(token("bob"))).set_cookie;
+
+  // Both answers for (artifact, version, cookie): admit_cookie's from freshly read rules.
+  auto agree = [&](const std::string& name, std::optional<int> version, const std::string& cookie) {
+    CAPTURE(name);
+    CAPTURE(cookie);
+    auto full = f.store->check_access(name, version, with_cookie(cookie));
+    auto rules = f.store->access_rules(name);
+    REQUIRE(rules.has_value());
+    if (!*rules) {
+      CHECK(full.outcome == AccessOutcome::not_found);
+      return false;
+    }
+    auto fast = f.store->admit_cookie(**rules, version, cookie);
+    if (fast) {
+      CHECK(full.outcome == AccessOutcome::allowed);
+      CHECK(fast->share == full.share);
+      CHECK(fast->version == full.version);
+      CHECK(fast->invite_name == full.invite_name);
+      CHECK_FALSE(fast->set_cookie);
+    } else {
+      // The fast path may leave an admission to check_access only where there is none to give.
+      CHECK(full.outcome != AccessOutcome::allowed);
+    }
+    return fast.has_value();
+  };
+
+  CHECK(agree("site", std::nullopt, pw_cookie));
+  CHECK(agree("site", 1, pw_cookie));
+  CHECK_FALSE(agree("site", 9, pw_cookie));                 // no such version
+  CHECK(agree("guests", std::nullopt, alice));
+  CHECK(agree("guests", std::nullopt, bob));
+  CHECK_FALSE(agree("guests", std::nullopt, pw_cookie));    // another artifact's cookie
+  CHECK_FALSE(agree("site", std::nullopt, alice));
+  // Public: nothing to admit by cookie (check_access lets everyone in without one).
+  CHECK_FALSE(f.store->admit_cookie(**f.store->access_rules("open"), std::nullopt, pw_cookie));
+  CHECK_FALSE(agree("site", std::nullopt, "forged"));
+  std::string tampered = pw_cookie;
+  tampered[tampered.size() / 3] = tampered[tampered.size() / 3] == 'A' ? 'B' : 'A';
+  CHECK_FALSE(agree("site", std::nullopt, tampered));
+  CHECK_FALSE(agree("site", std::nullopt, pw_cookie.substr(0, pw_cookie.find('.'))));
+
+  // Revoking one invite ends its cookie, not the other's.
+  ShareRequest revoke;
+  revoke.name = "guests";
+  revoke.revoke = {"alice"};
+  REQUIRE(f.store->share(revoke).has_value());
+  CHECK_FALSE(agree("guests", std::nullopt, alice));
+  CHECK(agree("guests", std::nullopt, bob));
+
+  // A new password ends the old cookie.
+  ShareRequest repass;
+  repass.name = "site";
+  repass.password = "battery staple";
+  REQUIRE(f.store->share(repass).has_value());
+  CHECK_FALSE(agree("site", std::nullopt, pw_cookie));
+  auto new_cookie = *f.store->check_access("site", std::nullopt, with_password("battery staple")).set_cookie;
+  CHECK(agree("site", std::nullopt, new_cookie));
+
+  // Time alone: the invite's expiry (bob's cookie lasts as long as the invite), then the
+  // artifact's own expiry, then the login's lifetime; rules read before the time passed too.
+  auto guests_before = **f.store->access_rules("guests");
+  f.advance(3601);
+  CHECK_FALSE(agree("guests", std::nullopt, bob));
+  CHECK_FALSE(f.store->admit_cookie(guests_before, std::nullopt, bob));
+  ShareRequest expire;
+  expire.name = "site";
+  expire.expires_in_s = 60;
+  REQUIRE(f.store->share(expire).has_value());
+  auto site_before = **f.store->access_rules("site");
+  CHECK(f.store->admit_cookie(site_before, std::nullopt, new_cookie));
+  f.advance(61);
+  CHECK_FALSE(agree("site", std::nullopt, new_cookie));
+  CHECK_FALSE(f.store->admit_cookie(site_before, std::nullopt, new_cookie));
+  expire.expires_in_s = 0;
+  REQUIRE(f.store->share(expire).has_value());
+  CHECK(agree("site", std::nullopt, new_cookie));
+  f.advance(kPasswordCookieS);
+  CHECK_FALSE(agree("site", std::nullopt, new_cookie));
+
+  // Leaving password mode for invite mode ends password cookies.
+  auto last = *f.store->check_access("site", std::nullopt, with_password("battery staple")).set_cookie;
+  CHECK(agree("site", std::nullopt, last));
+  ShareRequest to_invite;
+  to_invite.name = "site";
+  to_invite.share = Share::invite;
+  to_invite.invite_names = {"carol"};
+  REQUIRE(f.store->share(to_invite).has_value());
+  CHECK_FALSE(agree("site", std::nullopt, last));
+
+  // Unpublishing ends it all.
+  REQUIRE(f.store->unpublish("guests", std::nullopt).has_value());
+  CHECK_FALSE(agree("guests", std::nullopt, bob));
+}

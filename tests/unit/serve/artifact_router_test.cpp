@@ -458,6 +458,90 @@ TEST_CASE("the serving cache answers repeats, and the next request after a publi
   CHECK(f.get("/a/site/").status == 401);  // a credentialed answer is never cached for others
 }
 
+TEST_CASE("protected pages from the access rules in memory: a new password, a revoke, a mode change or an unpublish ends the old cookie at once") {
+  Fixture f;
+  std::int64_t now = 1'900'000'000;
+  f.store->set_clock([&now] { return now; });
+  // A long expiry, so only the change signal (and the clock, for expiries) can end a kept answer.
+  kiln::server::http::ServeCache cache(f.ctx.state_dir, "artifacts.db", std::chrono::seconds(600));
+  REQUIRE(cache.watch_fd() >= 0);
+  f.ctx.cache = &cache;
+  f.publish("site", "secret", Share::password, "correct horse");
+  auto pub = f.publish("site", "shared", Share::invite, "", {"alice", "bob"});
+  auto token = [&](const std::string& name) {
+    for (const auto& i : pub.new_invites)
+      if (i.name == name) return i.token;
+    return std::string();
+  };
+
+  auto login = f.post_login("secret", "password=correct+horse&next=%2Fa%2Fsecret%2F");
+  REQUIRE(login.status == 303);
+  const std::string pw = cookie_pair(login);
+  // Asked twice: the second answer comes from the rules the first one kept.
+  CHECK(f.get("/a/secret/", {{"Cookie", pw}}).status == 200);
+  CHECK(f.get("/a/secret/style.css", {{"Cookie", pw}}).status == 200);
+  CHECK(f.get("/a/secret/v/1/", {{"Cookie", pw}}).status == 200);
+  CHECK(f.get("/a/secret/v/2/", {{"Cookie", pw}}).status == 404);
+  CHECK(f.get("/a/secret/", {{"Cookie", "kiln_session=forged"}}).status == 401);
+  CHECK(f.get("/a/shared/", {{"Cookie", pw}}).status == 403);  // another artifact's cookie
+
+  auto a = f.get("/a/shared/?invite=" + token("alice"));
+  auto b = f.get("/a/shared/?invite=" + token("bob"));
+  REQUIRE(a.status == 303);
+  REQUIRE(b.status == 303);
+  const std::string alice = cookie_pair(a), bob = cookie_pair(b);
+  CHECK(f.get("/a/shared/", {{"Cookie", alice}}).status == 200);
+  CHECK(f.get("/a/shared/", {{"Cookie", bob}}).status == 200);
+
+  // A revoke is a database change: the very next request with the old cookie is refused.
+  kiln::artifacts::ShareRequest revoke;
+  revoke.name = "shared";
+  revoke.revoke = {"alice"};
+  REQUIRE(f.store->share(revoke).has_value());
+  CHECK(f.get("/a/shared/", {{"Cookie", alice}}).status == 403);
+  CHECK(f.get("/a/shared/", {{"Cookie", bob}}).status == 200);
+
+  // So is a new password.
+  kiln::artifacts::ShareRequest repass;
+  repass.name = "secret";
+  repass.password = "battery staple";
+  REQUIRE(f.store->share(repass).has_value());
+  CHECK(f.get("/a/secret/", {{"Cookie", pw}}).status == 401);
+  auto relogin = f.post_login("secret", "password=battery+staple&next=%2Fa%2Fsecret%2F");
+  REQUIRE(relogin.status == 303);
+  const std::string pw2 = cookie_pair(relogin);
+  CHECK(f.get("/a/secret/", {{"Cookie", pw2}}).status == 200);
+
+  // Time passes without any database change: the artifact's expiry and the login's lifetime
+  // are checked against the clock on every request, kept rules or not.
+  kiln::artifacts::ShareRequest expire;
+  expire.name = "secret";
+  expire.expires_in_s = 30;
+  REQUIRE(f.store->share(expire).has_value());
+  CHECK(f.get("/a/secret/", {{"Cookie", pw2}}).status == 200);
+  now += 31;
+  CHECK(f.get("/a/secret/", {{"Cookie", pw2}}).status == 410);
+  expire.expires_in_s = 0;
+  REQUIRE(f.store->share(expire).has_value());
+  CHECK(f.get("/a/secret/", {{"Cookie", pw2}}).status == 200);
+  now += kPasswordCookieS;
+  CHECK(f.get("/a/secret/", {{"Cookie", pw2}}).status == 401);
+
+  // A mode change ends every cookie of the old mode; an unpublish ends everything.
+  CHECK(f.get("/a/shared/", {{"Cookie", bob}}).status == 200);
+  kiln::artifacts::ShareRequest to_password;
+  to_password.name = "shared";
+  to_password.share = Share::password;
+  to_password.password = "pw for shared";
+  REQUIRE(f.store->share(to_password).has_value());
+  CHECK(f.get("/a/shared/", {{"Cookie", bob}}).status == 401);
+  auto third = f.post_login("shared", "password=pw+for+shared&next=%2Fa%2Fshared%2F");
+  REQUIRE(third.status == 303);
+  CHECK(f.get("/a/shared/", {{"Cookie", cookie_pair(third)}}).status == 200);
+  REQUIRE(f.store->unpublish("shared", std::nullopt).has_value());
+  CHECK(f.get("/a/shared/", {{"Cookie", cookie_pair(third)}}).status == 404);
+}
+
 TEST_CASE("an app's files are its source: the router never serves them as pages, not even before the front door knows it") {
   Fixture f;
   f.write("ws/site/server.js", "secret source\n");
