@@ -14,6 +14,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "artifacts/artifact_store.h"
 
@@ -70,6 +71,14 @@ class ServeCache {
   int inotify_ = -1;
   mutable std::atomic<std::int64_t> generation_{0};
   mutable std::mutex drain_mu_;
+  // Each thread that asks gets an inotify instance of its own, drained by that thread alone, so a
+  // lookup takes no lock (the shared one above is left to the event loop). Closed with the cache.
+  const std::uint64_t id_;
+  mutable std::mutex thread_fds_mu_;
+  mutable std::vector<int> thread_fds_;
+  int add_watch(int fd) const;
+  int thread_fd() const;  // -1: none could be made; the shared queue is read under drain_mu_
+  bool drain(int fd) const;  // whether an event on the database was read
   std::shared_mutex mu_;
   Stamp seen_;  // the database as it was when the entries were made
   std::unordered_map<std::string, Entry> entries_;
