@@ -3,6 +3,7 @@
 // refused request, and the producer's handle on a streamed body.
 #include <fcntl.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,7 +89,21 @@ void Session::write(Response r) {
 
   stream_.expires_after(srv_.options.read_timeout);
   auto self = shared_from_this();
-  if (!send_body || fd_ >= 0) {
+  if (fd_ >= 0) {
+    // Like nginx's tcp_nopush: the head waits (MSG_MORE) to leave in the same segments as the
+    // file's first bytes, instead of as a packet of its own ahead of them.
+    ssize_t n = ::send(stream_.socket().native_handle(), head_.data(), head_.size(), MSG_MORE | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(head_.size())) return send_file();
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close();
+    std::size_t sent = n > 0 ? static_cast<std::size_t>(n) : 0;
+    net::async_write(stream_, net::buffer(head_.data() + sent, head_.size() - sent),
+                     [self](beast::error_code ec, std::size_t) {
+                       if (ec) return self->close();
+                       self->send_file();
+                     });
+    return;
+  }
+  if (!send_body) {
     net::async_write(stream_, net::buffer(head_), [self](beast::error_code ec, std::size_t) {
       if (ec) return self->close();
       if (self->fd_ >= 0) return self->send_file();
