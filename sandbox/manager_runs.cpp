@@ -104,7 +104,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   // A per-exec group in session sandboxes, so a timeout or kill reaches every process of this
   // exec (setsid and double forks included) and nothing of the others.
   UniqueFd cg_fd;
-  std::vector<int> cg_procs;  // unsandboxed: cgroup.procs files the child joins
+  std::vector<int> cg_procs;  // unsandboxed: the files through which the child joins its groups
   std::vector<UniqueFd> cg_keep;
   if (sb->cg && (!sb->fresh || sb->unsandboxed)) {
     std::optional<CgroupSet> pooled;
@@ -124,12 +124,15 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
     if (auto child = pooled ? Result<CgroupSet>(std::move(*pooled)) : sb->cg->child(run->id)) {
       run->cg = std::move(*child);
       if (sb->unsandboxed) {
+        // v1: the `tasks` file, since the vfork child is single-threaded and a thread moving itself
+        // there skips the kernel's global lock and its RCU wait (core/cgroup_join.h).
         std::vector<std::string> files;
+        const char* join = sb->cg->version() == CgroupVersion::v1 ? "/tasks" : "/cgroup.procs";
         if (sb->cg->version() == CgroupVersion::v1) {
           for (const char* c : {"memory", "cpuacct"})
-            if (sb->cg->has(c)) files.push_back(sb->cg->dir_of(c) + "/cgroup.procs");
+            if (sb->cg->has(c)) files.push_back(sb->cg->dir_of(c) + join);
         }
-        files.push_back(run->cg->kill_dir() + "/cgroup.procs");
+        files.push_back(run->cg->kill_dir() + join);
         for (const auto& f : files) {
           UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
           if (fd.get() >= 0) {

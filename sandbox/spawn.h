@@ -22,7 +22,7 @@ struct SpawnSpec {
   bool setsid = false;                       // new session and process group
   bool pdeathsig = false;                    // SIGKILL when the spawning thread dies
   std::vector<std::pair<int, rlim_t>> rlimits;  // resource, soft=hard value
-  std::vector<int> cgroup_procs_fds;         // open cgroup.procs files the child joins first
+  std::vector<int> cgroup_procs_fds;         // open tasks (v1) or cgroup.procs (v2) files: the child writes 0 to each first
 };
 
 // Spawns and returns the pid. Errors from the child before exec (bad cwd, exec failure) come

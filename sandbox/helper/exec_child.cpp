@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cgroup_join.h"
 #include "sandbox/helper/caps.h"
 #include "sandbox/helper/fd_util.h"
 
@@ -43,11 +44,11 @@ void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_f
   for (int i = 0; i < 3; ++i)
     if (::dup2(req.stdio[i], i) < 0) die(err_fd, "stdio", errno, "dup2");
 
-  if (req.cgroup_fd >= 0) {
-    int fd = ::openat(req.cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || !write_all(fd, "0", 1)) die(err_fd, "cgroup", errno, "joining the exec's cgroup");
-    ::close(fd);
-  }
+  // This child is single-threaded (forked from single-threaded pid 1), so it can take the move
+  // that skips the kernel's global lock (core/cgroup_join.h): the lock's RCU wait was most of an
+  // idle session exec.
+  if (req.cgroup_fd >= 0 && !join_cgroup_single_threaded(req.cgroup_fd))
+    die(err_fd, "cgroup", errno, "joining the exec's cgroup");
 
   if (req.setsid) {
     if (::setsid() < 0) die(err_fd, "setsid", errno, "setsid");

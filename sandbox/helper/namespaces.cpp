@@ -8,17 +8,19 @@
 #include <string>
 #include <unistd.h>
 
+#include "core/cgroup_join.h"
 #include "sandbox/helper/fd_util.h"
 
 namespace kiln::helper {
 
+// The helper is still single-threaded here, so it joins through the move that skips the kernel's
+// global lock (core/cgroup_join.h); many sandboxes starting at once no longer queue on it.
 bool join_cgroups(const Spec& spec, StepError& e) {
-  std::string pid = std::to_string(::getpid());
   for (const auto& dir : spec.cgroups) {
-    std::string path = dir + "/cgroup.procs";
-    if (!write_file(path.c_str(), pid.c_str()))
+    if (!join_cgroup_single_threaded(dir.c_str()))
       return fail_errno(e, "cgroup", "joining cgroup " + dir,
-                        "kiln prepares these folders; check that they exist and that this user may write cgroup.procs");
+                        "kiln prepares these folders; check that they exist and that this user may write "
+                        "their tasks (v1) or cgroup.procs (v2) file");
   }
   return true;
 }
