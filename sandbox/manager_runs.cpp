@@ -50,18 +50,12 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   run->sandbox = sb;
   run->redactor = sb->redactor;
   run->limits = sb->policy.limits;
-  bool have_dir;
-  if (!req.run_dir.empty()) {
-    run->run_dir = req.run_dir;
-    struct stat st {};
-    have_dir = ::stat(run->run_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  } else {
-    run->run_dir = opt.state_dir + "/runs/" + run->id;
-    have_dir = ::mkdir(run->run_dir.c_str(), 0700) == 0;
-  }
-  run->out = std::make_unique<OutputSpool>(have_dir ? run->run_dir + "/stdout" : "", kKeepTail);
-  run->err = std::make_unique<OutputSpool>(have_dir ? run->run_dir + "/stderr" : "", kKeepTail);
-  run->both = std::make_unique<OutputSpool>(have_dir ? run->run_dir + "/output" : "", 16 * 1024);
+  // The folder and each stream's file are made by the spool when the stream's first byte
+  // arrives, off the start of the run (most short commands leave them empty).
+  run->run_dir = !req.run_dir.empty() ? req.run_dir : opt.state_dir + "/runs/" + run->id;
+  run->out = std::make_unique<OutputSpool>(run->run_dir + "/stdout", kKeepTail);
+  run->err = std::make_unique<OutputSpool>(run->run_dir + "/stderr", kKeepTail);
+  run->both = std::make_unique<OutputSpool>(run->run_dir + "/output", 16 * 1024);
   run->rout = std::make_unique<StreamRedactor>(sb->redactor);
   run->rerr = std::make_unique<StreamRedactor>(sb->redactor);
 

@@ -68,12 +68,23 @@ std::size_t utf8_incomplete_tail(std::string_view text) {
   return 0;
 }
 
-OutputSpool::OutputSpool(std::string path, std::size_t tail_keep) : path_(std::move(path)), tail_keep_(tail_keep) {
-  if (!path_.empty()) fd_.reset(::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+OutputSpool::OutputSpool(std::string path, std::size_t tail_keep) : path_(std::move(path)), tail_keep_(tail_keep) {}
+
+void OutputSpool::open_file() {
+  constexpr int kFlags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
+  fd_.reset(::open(path_.c_str(), kFlags, 0600));
+  if (!fd_ && errno == ENOENT) {
+    // The run's folder is made with its first file; the folders above it are the state dir's.
+    std::string dir = path_.substr(0, path_.rfind('/'));
+    if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) fd_.reset(::open(path_.c_str(), kFlags, 0600));
+  }
+  if (!fd_) write_error_ = errno;
 }
 
 void OutputSpool::append(std::string_view data) {
   std::lock_guard lock(mu_);
+  if (data.empty()) return;
+  if (!fd_ && !path_.empty() && total_ == 0 && write_error_ == 0) open_file();
   if (fd_ && !pwrite_all(fd_.get(), data.data(), data.size(), off_t(total_))) {
     // Disk full or gone: keep the tail in memory only, and give the space back (the file is cut
     // to nothing) so the run's record can still be written; the caller reports it.

@@ -81,11 +81,8 @@ Result<std::string> TraceStore::output_dir(const std::string& id) {
   if (!detail::valid_trace_id(id))
     return fail(Errc::invalid_argument, fmt::format("'{}' is not a trace id", id));
   std::string traces = dir_ + "/traces";
-  std::string out = traces + "/" + id;
   ::mkdir(traces.c_str(), 0700);
-  if (::mkdir(out.c_str(), 0700) != 0 && errno != EEXIST)
-    return fail(Errc::io, fmt::format("cannot create trace output folder {}: {}", out, std::strerror(errno)));
-  return out;
+  return traces + "/" + id;
 }
 
 Result<std::string> TraceStore::stream_path(const std::string& id, const std::string& stream) {

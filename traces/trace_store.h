@@ -170,7 +170,8 @@ class TraceStore {
   // Running records whose process (pid + start time + boot id) is gone become "interrupted".
   Result<int> mark_orphans_interrupted();
 
-  // <state_dir>/traces/<id>/, created 0700; the runner writes `stdout` and `stderr` there.
+  // <state_dir>/traces/<id>/: the runner writes `stdout` and `stderr` there, and makes the folder
+  // (0700) with the first byte of output; a run that printed nothing has none.
   Result<std::string> output_dir(const std::string& id);
   // A negative offset counts from the end (-4096: the last 4 KiB). limit 0: the maximum.
   Result<OutputSlice> read_output(const std::string& id, const std::string& stream, int64_t offset,

@@ -37,6 +37,15 @@ TEST_CASE("fresh exec: exit code, stdout, stderr, isolation report" * doctest::s
   CHECK(!r->out.truncated);
   CHECK(r->isolation["level"] == "strict");
   CHECK(fs::exists(r->run_dir + "/stdout"));
+  // A stream that stayed empty leaves no file (and a silent run no folder).
+  auto quiet = e.exec("echo only-out");
+  REQUIRE(quiet);
+  CHECK(fs::exists(quiet->run_dir + "/stdout"));
+  CHECK_FALSE(fs::exists(quiet->run_dir + "/stderr"));
+  auto silent = e.exec("true");
+  REQUIRE(silent);
+  CHECK(silent->exit_code == 0);
+  CHECK_FALSE(fs::exists(silent->run_dir));
 }
 
 TEST_CASE("host environment does not leak; HOME is inside the sandbox" * doctest::skip(sandbox_skip())) {

@@ -2,6 +2,7 @@
 // numbers and offsets that stay right across continued calls.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ TEST_CASE("read_output pages through the stream at its boundaries") {
   REQUIRE(dir);
   std::string data;
   for (int i = 0; data.size() < 300 * 1024; ++i) data += fmt::format("line {}\n", i);
+  std::filesystem::create_directory(*dir);
   write_file(*dir + "/stdout", data);
   const uint64_t total = data.size();
 
@@ -75,6 +77,7 @@ TEST_CASE("grep_output finds lines with their numbers and offsets, and continues
   std::string data = "ok 1\nerror: first\r\nok 2\n" + std::string(3000, 'x') + " error long\nerror: \xff bad byte\n";
   for (int i = 0; i < 50; ++i) data += fmt::format("warning {}\n", i);
   data += "error: last, no newline";
+  std::filesystem::create_directory(*dir);
   write_file(*dir + "/stderr", data);
 
   auto g = s->grep_output(rec.id, "stderr", "^error", 0, 0);
@@ -135,6 +138,7 @@ TEST_CASE("grep_output stays bounded on a line longer than it searches whole") {
   auto dir = s->output_dir(rec.id);
   REQUIRE(dir);
   std::string data = "needle at start" + std::string(3 << 20, 'y') + "needle hidden far\nneedle after\n";
+  std::filesystem::create_directory(*dir);
   write_file(*dir + "/stdout", data);
   auto g = s->grep_output(rec.id, "stdout", "needle", 0, 10);
   REQUIRE(g);
