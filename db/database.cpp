@@ -11,6 +11,7 @@
 
 #include "db/migrate.h"
 #include "db/statement.h"
+#include "db/statement_cache.h"
 
 namespace kiln::db {
 
@@ -33,6 +34,7 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opti
   }
   Database db;
   db.label_ = options.label;
+  db.cache_ = std::make_unique<StatementCache>();
   int rc = sqlite3_open_v2(path.c_str(), &db.db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                            nullptr);
   if (rc != SQLITE_OK) {
@@ -50,18 +52,23 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opti
   return db;
 }
 
+Database::Database() = default;
+
 Database::~Database() {
+  cache_.reset();  // its statements are finalized first, or the close would fail
   if (db_) sqlite3_close(db_);
 }
 
 Database::Database(Database&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), label_(std::move(other.label_)) {}
+    : db_(std::exchange(other.db_, nullptr)), label_(std::move(other.label_)), cache_(std::move(other.cache_)) {}
 
 Database& Database::operator=(Database&& other) noexcept {
   if (this != &other) {
+    cache_.reset();
     if (db_) sqlite3_close(db_);
     db_ = std::exchange(other.db_, nullptr);
     label_ = std::move(other.label_);
+    cache_ = std::move(other.cache_);
   }
   return *this;
 }

@@ -4,17 +4,27 @@
 
 #include <sqlite3.h>
 
+#include "db/statement_cache.h"
+
 namespace kiln::db {
 
-Statement::Statement(Database& db, std::string_view sql) : db_(db) {
-  if (sqlite3_prepare_v2(db.db_, sql.data(), int(sql.size()), &st_, nullptr) != SQLITE_OK) {
+Statement::Statement(Database& db, std::string_view sql) : db_(db), sql_(sql) {
+  if (db.cache_ && (st_ = db.cache_->take(sql))) return;
+  if (sqlite3_prepare_v3(db.db_, sql.data(), int(sql.size()), SQLITE_PREPARE_PERSISTENT, &st_, nullptr) != SQLITE_OK) {
     prepare_error_ = sqlite3_errmsg(db.db_);
     sqlite3_finalize(st_);
     st_ = nullptr;
   }
 }
 
-Statement::~Statement() { sqlite3_finalize(st_); }
+Statement::~Statement() {
+  if (!st_) return;
+  // Reset (ends a read that stopped before its last row) and unbound: nothing of this use stays.
+  sqlite3_reset(st_);
+  sqlite3_clear_bindings(st_);
+  if (db_.cache_) db_.cache_->give_back(sql_, st_);
+  else sqlite3_finalize(st_);
+}
 
 void Statement::bind(int i, std::string_view s) {
   if (st_) sqlite3_bind_text(st_, i, s.data(), int(s.size()), SQLITE_TRANSIENT);

@@ -1,4 +1,4 @@
-// A prepared statement that finalizes itself, with typed binds and columns, whose steps report
+// A prepared statement (taken from the connection's cache, and given back when done) that finalizes itself, with typed binds and columns, whose steps report
 // failure as kiln::Error in the store's own words. The stores never see a SQLite result code.
 #pragma once
 
@@ -67,6 +67,7 @@ class Statement {
 
   Database& db_;
   sqlite3_stmt* st_ = nullptr;
+  std::string sql_;  // the cache's key, to give the statement back
   std::string prepare_error_;  // SQLite's message when preparing failed
 };
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -19,6 +20,7 @@
 
 #include "core/fd_io.h"
 #include "core/owner_tag.h"
+#include "core/unique_fd.h"
 
 namespace kiln::sandbox {
 
@@ -68,8 +70,44 @@ std::uint64_t keyed_value(const std::string& text, const std::string& key) {
   return 0;
 }
 
-std::optional<std::uint64_t> number_file(const std::string& path) {
-  std::string t = read_small_file(path);
+bool make_dir(const std::string& p) { return ::mkdir(p.c_str(), 0755) == 0 || errno == EEXIST; }
+
+}  // namespace
+
+// Descriptors of a group's statistics files, opened on first read and kept until the group goes.
+class CgroupFiles {
+ public:
+  std::string read(const std::string& path) {
+    std::lock_guard lock(mu_);
+    if (closed_) return {};
+    auto it = fds_.find(path);
+    if (it == fds_.end()) it = fds_.emplace(path, UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC))).first;
+    if (!it->second) return {};
+    char buf[4096];
+    ssize_t n = pread_full(it->second.get(), buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, std::size_t(n)) : std::string();
+  }
+  void close_all() {
+    std::lock_guard lock(mu_);
+    fds_.clear();
+    closed_ = true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, UniqueFd> fds_;
+  bool closed_ = false;
+};
+
+namespace {
+
+// A statistics file of a group, through its kept descriptor when there is one.
+std::string stat_text(const std::shared_ptr<CgroupFiles>& files, const std::string& path) {
+  return files ? files->read(path) : read_small_file(path);
+}
+
+std::optional<std::uint64_t> stat_number(const std::shared_ptr<CgroupFiles>& files, const std::string& path) {
+  std::string t = stat_text(files, path);
   if (t.empty()) return std::nullopt;
   try {
     return std::stoull(t);
@@ -77,8 +115,6 @@ std::optional<std::uint64_t> number_file(const std::string& path) {
     return std::nullopt;
   }
 }
-
-bool make_dir(const std::string& p) { return ::mkdir(p.c_str(), 0755) == 0 || errno == EEXIST; }
 
 }  // namespace
 
@@ -185,6 +221,7 @@ CgroupLayout detect_cgroups() {
 
 Result<CgroupSet> CgroupSet::create(const CgroupLayout& layout, const std::string& name, const Limits& limits) {
   CgroupSet set;
+  set.files_ = std::make_shared<CgroupFiles>();
   set.version_ = layout.version;
   for (const auto& [ctrl, base] : layout.bases) {
     std::string dir = base + "/" + name;
@@ -255,20 +292,21 @@ CgroupUsage CgroupSet::usage() const {
   if (version_ == CgroupVersion::v2) {
     std::string d = dir_of("unified");
     if (d.empty()) return u;
-    u.memory_peak_bytes = number_file(d + "/memory.peak");
-    u.oom_kills = keyed_value(read_small_file(d + "/memory.events"), "oom_kill");
-    u.memory_failcnt = keyed_value(read_small_file(d + "/memory.events"), "max");
-    u.pids_max_events = keyed_value(read_small_file(d + "/pids.events"), "max");
-    if (auto usec = keyed_value(read_small_file(d + "/cpu.stat"), "usage_usec")) u.cpu_ns = usec * 1000;
+    u.memory_peak_bytes = stat_number(files_, d + "/memory.peak");
+    std::string events = stat_text(files_, d + "/memory.events");
+    u.oom_kills = keyed_value(events, "oom_kill");
+    u.memory_failcnt = keyed_value(events, "max");
+    u.pids_max_events = keyed_value(stat_text(files_, d + "/pids.events"), "max");
+    if (auto usec = keyed_value(stat_text(files_, d + "/cpu.stat"), "usage_usec")) u.cpu_ns = usec * 1000;
     return u;
   }
   if (auto d = dir_of("memory"); !d.empty()) {
-    u.memory_peak_bytes = number_file(d + "/memory.max_usage_in_bytes");
-    u.oom_kills = keyed_value(read_small_file(d + "/memory.oom_control"), "oom_kill");
-    u.memory_failcnt = number_file(d + "/memory.failcnt").value_or(0);
+    u.memory_peak_bytes = stat_number(files_, d + "/memory.max_usage_in_bytes");
+    u.oom_kills = keyed_value(stat_text(files_, d + "/memory.oom_control"), "oom_kill");
+    u.memory_failcnt = stat_number(files_, d + "/memory.failcnt").value_or(0);
   }
-  if (auto d = dir_of("pids"); !d.empty()) u.pids_max_events = keyed_value(read_small_file(d + "/pids.events"), "max");
-  if (auto d = dir_of("cpuacct"); !d.empty()) u.cpu_ns = number_file(d + "/cpuacct.usage");
+  if (auto d = dir_of("pids"); !d.empty()) u.pids_max_events = keyed_value(stat_text(files_, d + "/pids.events"), "max");
+  if (auto d = dir_of("cpuacct"); !d.empty()) u.cpu_ns = stat_number(files_, d + "/cpuacct.usage");
   return u;
 }
 
@@ -308,6 +346,7 @@ int CgroupSet::kill_all(int rounds) const {
 }
 
 void CgroupSet::remove(std::vector<std::string>& removed, std::vector<std::string>& left) const {
+  if (files_) files_->close_all();
   for (const auto& d : dirs_) {
     std::vector<std::string> order;
     if (DIR* dir = ::opendir(d.c_str())) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ struct CgroupUsage {
   std::optional<std::uint64_t> cpu_ns;  // whole-tree CPU time
 };
 
+class CgroupFiles;
+
 // One sandbox's groups (one folder per v1 controller, or one v2 folder).
 class CgroupSet {
  public:
@@ -55,6 +58,8 @@ class CgroupSet {
   // The folder whose cgroup.procs lists every process of the tree (pids on v1, the group on v2).
   std::string kill_dir() const;
 
+  // Read before and after every exec: through descriptors opened once (kernfs opens were most of
+  // its cost), read again from offset 0, which the kernel answers afresh.
   CgroupUsage usage() const;
   // Kills every process in the group until it is empty (or `rounds` passes); returns how many
   // signals were sent.
@@ -67,6 +72,7 @@ class CgroupSet {
   CgroupVersion version_ = CgroupVersion::none;
   std::vector<std::string> dirs_;
   std::map<std::string, std::string> by_controller_;
+  std::shared_ptr<CgroupFiles> files_;  // for usage(); closed by remove()
 };
 
 // The name suffix that ties a sandbox's group to the server that made it (".o<pid>-<start time>"),

@@ -17,6 +17,7 @@
 #include "sandbox/egress/egress_policy.h"
 #include "sandbox/secrets.h"
 #include "schemas/embedded.h"
+#include "workspace/kiln_config_memo.h"
 #include "workspace/root.h"
 
 namespace kiln::server {
@@ -614,7 +615,7 @@ LoadedConfig load_config(const workspace::Root& root) {
                                : "kiln.json: could not be read (an I/O error)";
     return out;
   }
-  auto parsed = parse_kiln_config(text);
+  auto parsed = parse_kiln_config_memo(text);
   if (!parsed) {
     out.error = parsed.error().message;
     return out;

@@ -2,6 +2,7 @@
 // a conflict), reset rebinds, and a statement is finalized when it goes out of scope.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -119,4 +120,42 @@ TEST_CASE("a statement is finalized when it goes out of scope, even in the middl
     CHECK(blocked.error().message.find("locked") != std::string::npos);
   }
   CHECK(db.exec("DROP TABLE t;"));
+}
+
+TEST_CASE("a statement used again comes from the connection's cache unbound, at its first row, and alone") {
+  Scratch s;
+  auto db = open_db(s.db());
+  REQUIRE(db.exec("CREATE TABLE t (x INTEGER, y TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c');"));
+  const char* sql = "SELECT x FROM t WHERE ?1 IS NULL OR y = ?1 ORDER BY x";
+  {
+    Statement first(db, sql);
+    first.bind(1, "b");
+    REQUIRE(first.next("first").value_or(false));
+    CHECK(first.int64(0) == 2);
+  }  // given back mid-way, with a bind
+  {
+    Statement again(db, sql);  // no bind: ?1 must be NULL, not the earlier "b"
+    std::vector<std::int64_t> xs;
+    REQUIRE(again.each("again", [&] { xs.push_back(again.int64(0)); }));
+    CHECK(xs == std::vector<std::int64_t>{1, 2, 3});
+    // The same SQL twice at once: the second is its own statement.
+    Statement other(db, sql);
+    other.bind(1, "c");
+    REQUIRE(other.next("other").value_or(false));
+    CHECK(other.int64(0) == 3);
+  }
+  CHECK(db.exec("DROP TABLE t;"));  // nothing in the cache still reads the table
+}
+
+TEST_CASE("cached statements do not keep the connection from closing") {
+  Scratch s;
+  {
+    auto db = open_db(s.db());
+    REQUIRE(db.exec("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);"));
+    Statement sel(db, "SELECT x FROM t");
+    REQUIRE(sel.next("select").value_or(false));
+  }
+  // The last connection to close a WAL database checkpoints it and removes the -wal file; a close
+  // refused for unfinalized statements would leave it behind.
+  CHECK_FALSE(std::filesystem::exists(s.db() + "-wal"));
 }
