@@ -62,9 +62,9 @@ std::string RunTracer::checkpoint_before(const std::shared_ptr<const workspace::
   return c->id;
 }
 
-void RunTracer::record_changes(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
-                               const std::string& principal, const std::string& trigger, const std::string& trace_id,
-                               const std::string& before) {
+json RunTracer::changes_since(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
+                             const std::string& principal, const std::string& trigger, const std::string& trace_id,
+                             const std::string& before) {
   auto after = checkpoints_->create(around_run(root, workspace_id, principal, trigger, trace_id, "after"));
   json changes;
   if (!after) {
@@ -78,6 +78,13 @@ void RunTracer::record_changes(const std::shared_ptr<const workspace::Root>& roo
   } else {
     changes = {{"error", c.error().message}, {"checkpoint_before", before}, {"checkpoint_after", after->id}};
   }
+  return changes;
+}
+
+void RunTracer::record_changes(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
+                               const std::string& principal, const std::string& trigger, const std::string& trace_id,
+                               const std::string& before) {
+  json changes = changes_since(root, workspace_id, principal, trigger, trace_id, before);
   if (auto ok = store_.set_changes(trace_id, changes); !ok)
     spdlog::warn("trace {}: could not record what the run changed: {}", trace_id, ok.error().message);
 }
@@ -181,9 +188,10 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   auto cp_root = before.empty() ? nullptr : info.checkpoint_root;
   req.on_finished = [self, id, policy, previous_done, before, cp_root, ws = info.workspace_id,
                      who = info.principal, trigger = info.checkpoint_trigger](const sbx::ExecResult& r) {
-    // Before the record is finished, so whoever reads the ended trace sees its changes.
-    if (cp_root) self->record_changes(cp_root, ws, who, trigger, id, before);
-    if (auto done = self->store_.finish(id, trace_finish_of(r, policy)); !done)
+    // In the same update that ends the record, so whoever reads the ended trace sees its changes.
+    auto finish = trace_finish_of(r, policy);
+    if (cp_root) finish.changes = self->changes_since(cp_root, ws, who, trigger, id, before);
+    if (auto done = self->store_.finish(id, finish); !done)
       spdlog::warn("trace {}: could not record the end of the run: {}", id, done.error().message);
     self->changed(id);
     if (previous_done) previous_done(r);

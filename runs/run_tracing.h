@@ -64,7 +64,11 @@ class RunTracer {
   // goes on: a failed checkpoint never stops one).
   std::string checkpoint_before(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
                                 const std::string& principal, const std::string& trigger, const std::string& trace_id);
-  // The checkpoint after, and what changed since `before`, recorded as the trace's changes.
+  // The checkpoint after, and what changed since `before` (the trace's `changes`).
+  nlohmann::json changes_since(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
+                               const std::string& principal, const std::string& trigger, const std::string& trace_id,
+                               const std::string& before);
+  // changes_since, recorded as the trace's changes.
   void record_changes(const std::shared_ptr<const workspace::Root>& root, const std::string& workspace_id,
                       const std::string& principal, const std::string& trigger, const std::string& trace_id,
                       const std::string& before);

@@ -206,22 +206,28 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
     return fail(Errc::invalid_argument,
                 fmt::format("a trace ends as pass, fail, error or interrupted, not '{}'", f.status));
   std::lock_guard lock(mu_);
-  auto cur = get_locked(id);
-  if (!cur) return std::unexpected(cur.error());
-  if (!*cur) return std::unexpected(not_found(id));
-  if ((*cur)->status != "running")
-    return fail(Errc::conflict, fmt::format("trace {} has already ended ({})", id, (*cur)->status));
   std::string ended = now_iso8601();
+  // One UPDATE guarded by the status; the record is only read when the duration must come from
+  // its timestamps or the update found nothing to end (to say why).
+  std::optional<int64_t> duration = f.duration_ms;
+  if (!duration) {
+    db::Statement sel(db_, "SELECT started_at FROM traces WHERE id = ?1");
+    sel.bind(1, id);
+    auto row = sel.next("select");
+    if (!row) return std::unexpected(row.error());
+    if (!*row) return std::unexpected(not_found(id));
+    duration = duration_between(sel.text(0), ended);
+  }
   db::Statement upd(db_,
                     "UPDATE traces SET status = ?2, ended_at = ?3, duration_ms = ?4, exit_code = ?5, signal = ?6,"
                     " stop_reason = ?7, resources = ?8, output = ?9, cleanup = ?10, tests = ?11,"
                     " result = COALESCE(?12, result), error = ?13, policy = COALESCE(?14, policy),"
-                    " network_log = ?15"
+                    " network_log = ?15, changes = COALESCE(?16, changes)"
                     " WHERE id = ?1 AND status = 'running'");
   upd.bind(1, id);
   upd.bind(2, f.status);
   upd.bind(3, ended);
-  upd.bind(4, f.duration_ms.value_or(duration_between((*cur)->started_at, ended)));
+  upd.bind(4, *duration);
   upd.bind(5, f.exit_code);
   upd.bind(6, f.signal);
   upd.bind(7, f.stop_reason);
@@ -233,9 +239,15 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   upd.bind(13, clean(f.error));
   bind_json(upd, 14, clean_json(f.policy));
   bind_json(upd, 15, clean_json(f.network_log));
+  bind_json(upd, 16, clean_json(f.changes));
   auto changed = upd.run("update");
   if (!changed) return std::unexpected(changed.error());
-  if (*changed == 0) return fail(Errc::conflict, fmt::format("trace {} has already ended", id));
+  if (*changed == 0) {
+    auto cur = get_locked(id);
+    if (!cur) return std::unexpected(cur.error());
+    if (!*cur) return std::unexpected(not_found(id));
+    return fail(Errc::conflict, fmt::format("trace {} has already ended ({})", id, (*cur)->status));
+  }
   return {};
 }
 

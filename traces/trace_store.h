@@ -85,6 +85,7 @@ struct TraceFinish {
                                        // sandbox's isolation report is only known at the end)
   std::string error;
   std::optional<int64_t> duration_ms;  // a monotonic measurement; nullopt: from the timestamps
+  nlohmann::json changes;              // what the run changed (null keeps what set_changes stored)
 };
 
 struct TraceQuery {

@@ -74,7 +74,7 @@ void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_f
   if (!drop_all_capabilities()) die(err_fd, "caps", errno, "dropping capabilities");
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(err_fd, "no_new_privs", errno, "PR_SET_NO_NEW_PRIVS");
   if (!landlock_enforce(ctx.landlock)) die(err_fd, "landlock", errno, "landlock_restrict_self");
-  if (!seccomp_enforce(ctx.seccomp)) die(err_fd, "seccomp", errno, "loading the seccomp filter");
+  // The seccomp filter is already in force: inherited from the shepherd (confine_shepherd).
 
   close_fds_except(&err_fd, 1);
   // HOME, as `mkdir -p` would make it, with the command's own rights (after Landlock and

@@ -15,10 +15,16 @@
 #include "sandbox/helper/control.h"
 #include "sandbox/helper/exec_child.h"
 #include "sandbox/helper/fd_util.h"
+#include "sandbox/helper/seccomp_filter.h"
 
 namespace kiln::helper {
 
-void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_fd) {
+bool confine_shepherd(const SandboxContext& ctx) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  return seccomp_enforce(ctx.seccomp);
+}
+
+void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_fd, bool confined) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   ::prctl(PR_SET_NAME, "kiln-exec", 0, 0, 0);
@@ -26,6 +32,14 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
   close_fds_except(keep, 6);
 
   ShepherdReport rep{};
+  if (!confined && !confine_shepherd(ctx)) {
+    rep.kind = ReportKind::failed;
+    rep.err = errno;
+    std::strncpy(rep.step, "seccomp", sizeof rep.step - 1);
+    std::snprintf(rep.message, sizeof rep.message, "loading the seccomp filter: %s", std::strerror(rep.err));
+    write_all(report_fd, &rep, sizeof rep);
+    ::_exit(1);
+  }
   int errp[2];
   if (::pipe2(errp, O_CLOEXEC) != 0) {
     rep.kind = ReportKind::failed;
@@ -115,6 +129,9 @@ void run_spare_shepherd(const SandboxContext& ctx, int job_fd, int report_fd) {
   ::prctl(PR_SET_NAME, "kiln-spare", 0, 0, 0);
   const int keep[] = {job_fd, report_fd, ctx.landlock.fd};
   close_fds_except(keep, 3);
+  // A spare that cannot confine itself serves nothing: pid 1 then forks a shepherd for the
+  // request, which reports the failure.
+  if (!confine_shepherd(ctx)) ::_exit(1);
   ControlMessage msg;
   for (;;) {
     pollfd p{job_fd, POLLIN, 0};
@@ -136,7 +153,7 @@ void run_spare_shepherd(const SandboxContext& ctx, int job_fd, int report_fd) {
   if (!ok || (msg.fds.size() != 3 && msg.fds.size() != 4)) ::_exit(1);  // pid 1 checked both already
   for (int i = 0; i < 3; ++i) req.stdio[i] = msg.fds[static_cast<std::size_t>(i)];
   if (msg.fds.size() == 4) req.cgroup_fd = msg.fds[3];
-  run_shepherd(req, ctx, report_fd);
+  run_shepherd(req, ctx, report_fd, true);
 }
 
 }  // namespace kiln::helper

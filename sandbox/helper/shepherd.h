@@ -26,8 +26,15 @@ struct ShepherdReport {
   char message[232];
 };
 
-// Never returns: exits once the command and every process it left behind are gone.
-[[noreturn]] void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_fd);
+// The shepherd loads the sandbox's seccomp filter into itself (after PR_SET_NO_NEW_PRIVS), so the
+// command inherits it: a spare does this before its request arrives, which takes the filter's
+// compile into the kernel (BPF JIT, a quarter of a millisecond) off the exec's path. The shepherd
+// needs nothing the filter refuses. False with errno set.
+bool confine_shepherd(const SandboxContext& ctx);
+
+// Never returns: exits once the command and every process it left behind are gone. `confined`:
+// confine_shepherd already succeeded in this process.
+[[noreturn]] void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_fd, bool confined);
 
 // A shepherd forked ahead of time, so an exec does not wait for pid 1's fork: it blocks on
 // `job_fd` for one exec request (the same JSON and fds pid 1 received, already validated there)

@@ -331,7 +331,7 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(rp[0]);
-    run_shepherd(req, ctx_, rp[1]);
+    run_shepherd(req, ctx_, rp[1], false);
   }
   int e = errno;
   ::close(rp[1]);

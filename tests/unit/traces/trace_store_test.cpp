@@ -198,6 +198,38 @@ TEST_CASE("start and finish refuse what they cannot record") {
   CHECK_FALSE(none->has_value());
 }
 
+TEST_CASE("finish records a run's changes in the same update; without them, set_changes' stay") {
+  TempDir t;
+  auto s = open_store(t.path);
+  auto a = start(*s);
+  TraceFinish f;
+  f.status = "pass";
+  f.duration_ms = 3;
+  f.changes = json{{"added", 1}, {"paths", json::array({"new.txt"})}};
+  REQUIRE(s->finish(a.id, f));
+  auto got = s->get(a.id);
+  REQUIRE(got);
+  REQUIRE(got->has_value());
+  CHECK((*got)->changes["paths"] == json::array({"new.txt"}));
+  CHECK((*got)->duration_ms == 3);
+
+  auto b = start(*s);
+  REQUIRE(s->set_changes(b.id, json{{"error", "no checkpoint"}}));
+  TraceFinish g;
+  g.status = "fail";  // no duration: taken from the timestamps
+  REQUIRE(s->finish(b.id, g));
+  got = s->get(b.id);
+  REQUIRE(got);
+  CHECK((*got)->changes["error"] == "no checkpoint");
+  CHECK((*got)->status == "fail");
+  CHECK((*got)->duration_ms.has_value());
+  // Ending it again says it has ended, and how.
+  auto again = s->finish(b.id, g);
+  REQUIRE_FALSE(again);
+  CHECK(again.error().code == kiln::Errc::conflict);
+  CHECK(again.error().message.find("(fail)") != std::string::npos);
+}
+
 TEST_CASE("list filters by workspace, kind, status, parent, roots and time; count totals") {
   TempDir t;
   auto s = open_store(t.path);
