@@ -55,7 +55,7 @@ void SandboxManager::Impl::watch_disk(const std::shared_ptr<Run>& run, const San
       for (const auto& w : watched) {
         auto now = free_bytes(w.path);
         if (!now) continue;
-        std::uint64_t ours = w.output_here ? run->out->size() + run->err->size() + run->both->size() : 0;
+        std::uint64_t ours = w.output_here ? run->out->size() + run->err->size() + run->both->bytes_on_disk() : 0;
         std::uint64_t filled = w.start > *now ? w.start - *now : 0;
         filled_all += filled > ours ? filled - ours : 0;
         below_reserve = below_reserve || *now < w.reserve;

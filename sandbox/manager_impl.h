@@ -21,6 +21,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "sandbox/cgroups.h"
+#include "sandbox/combined_output.h"
 #include "sandbox/egress/egress_proxy.h"
 #include "sandbox/manager.h"
 #include "sandbox/output_spool.h"
@@ -84,7 +85,8 @@ struct Run {
   ExecRequest req;
   Limits limits;
   std::string run_dir;
-  std::unique_ptr<OutputSpool> out, err, both;
+  std::unique_ptr<OutputSpool> out, err;
+  std::unique_ptr<CombinedOutput> both;  // declared after out and err, which it reads
   std::unique_ptr<StreamRedactor> rout, rerr;
   int exec_id = 0;
   bool direct_exec = false;  // argv runs without a shell in front (see launch)

@@ -114,11 +114,12 @@ Result<OutputPage> SandboxManager::output(const std::string& owner, const std::s
     return fail(Errc::not_found, fmt::format("unknown run_id '{}': use a run_id returned by sandbox_exec (the "
                                              "server keeps the last {} runs)",
                                              run_id, kMaxFinishedRuns));
-  OutputSpool& spool = stream == Stream::stdout_ ? *run->out : stream == Stream::stderr_ ? *run->err : *run->both;
+  const OutputSpool* one = stream == Stream::stdout_ ? run->out.get() : stream == Stream::stderr_ ? run->err.get() : nullptr;
+  auto spool_size = [&] { return one ? one->size() : run->both->size(); };
   auto deadline = Clock::now() + std::chrono::milliseconds(std::max(0, wait_ms));
   {
     std::unique_lock lock(run->mu);
-    while (spool.size() <= offset && !run->finished && !stop.stop_requested() && Clock::now() < deadline) {
+    while (spool_size() <= offset && !run->finished && !stop.stop_requested() && Clock::now() < deadline) {
       auto left = deadline - Clock::now();
       run->cv.wait_for(lock, std::min<Clock::duration>(left, std::chrono::milliseconds(50)));
     }
@@ -129,9 +130,9 @@ Result<OutputPage> SandboxManager::output(const std::string& owner, const std::s
   }
   OutputPage page;
   page.offset = offset;
-  std::string raw = spool.read(offset, limit);
+  std::string raw = one ? one->read(offset, limit) : run->both->read(offset, limit);
   std::lock_guard lock(run->mu);
-  page.total_bytes = spool.size();
+  page.total_bytes = spool_size();
   std::size_t cut = (offset + raw.size() < page.total_bytes || !run->finished) ? utf8_incomplete_tail(raw) : 0;
   if (cut == raw.size()) cut = 0;  // a lone partial sequence: hand it out replaced
   raw.resize(raw.size() - cut);

@@ -73,10 +73,14 @@ void SandboxManager::Impl::on_output(const std::shared_ptr<Run>& run, bool is_er
   auto& spool = is_err ? *run->err : *run->out;
   if (dropped) spool.add_dropped(dropped);
   if (!keep.empty()) {
-    std::string text = (is_err ? run->rerr : run->rout)->feed(keep);
+    // Without secrets to hide the chunk goes out as it came: no copy per chunk.
+    StreamRedactor& redactor = *(is_err ? run->rerr : run->rout);
+    std::string redacted;
+    if (!redactor.passthrough()) redacted = redactor.feed(keep);
+    std::string_view text = redactor.passthrough() ? keep : std::string_view(redacted);
     if (!text.empty()) {
       spool.append(text);
-      run->both->append(text);
+      run->both->append(is_err, text);
       if (run->req.live_output) run->req.live_output(is_err, text);
       std::lock_guard lock(run->mu);
       if (run->req.want_progress) {
@@ -172,7 +176,7 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
     std::string rest = (is_err ? run->rerr : run->rout)->finish();
     if (!rest.empty()) {
       (is_err ? run->err : run->out)->append(rest);
-      run->both->append(rest);
+      run->both->append(is_err, rest);
       if (run->req.live_output) run->req.live_output(is_err, rest);
       std::lock_guard lock(run->mu);
       if (run->req.want_progress) run->progress += rest;
@@ -296,8 +300,7 @@ ExecResult SandboxManager::Impl::result_of(const std::shared_ptr<Run>& run, cons
     r.network_log = run->netlog->to_json();
     r.network_summary = run->netlog->summary_json();
   }
-  for (const auto* spool : {run->out.get(), run->err.get(), run->both.get()}) {
-    int err = spool ? spool->write_error() : 0;
+  for (int err : {run->out->write_error(), run->err->write_error(), run->both->write_error()}) {
     if (err == 0 || !r.output_error.empty()) continue;
     r.output_error = err == ENOSPC || err == EDQUOT
                          ? fmt::format("the state directory is full: the output could not be saved in {} ({}), "

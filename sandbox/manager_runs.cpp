@@ -55,7 +55,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   run->run_dir = !req.run_dir.empty() ? req.run_dir : opt.state_dir + "/runs/" + run->id;
   run->out = std::make_unique<OutputSpool>(run->run_dir + "/stdout", kKeepTail);
   run->err = std::make_unique<OutputSpool>(run->run_dir + "/stderr", kKeepTail);
-  run->both = std::make_unique<OutputSpool>(run->run_dir + "/output", 16 * 1024);
+  run->both = std::make_unique<CombinedOutput>(run->run_dir + "/output", 16 * 1024, *run->out, *run->err);
   run->rout = std::make_unique<StreamRedactor>(sb->redactor);
   run->rerr = std::make_unique<StreamRedactor>(sb->redactor);
 

@@ -49,6 +49,8 @@ class Redactor {
 class StreamRedactor {
  public:
   explicit StreamRedactor(std::shared_ptr<const Redactor> r) : r_(std::move(r)) {}
+  // No value to hide: feed would return each chunk unchanged, so a caller may skip it.
+  bool passthrough() const { return !r_ || r_->empty(); }
   std::string feed(std::string_view chunk);
   std::string finish();
 

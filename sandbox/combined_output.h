@@ -1,0 +1,43 @@
+// A run's stdout and stderr interleaved as they arrived (sandbox_process with stream "both").
+// Most runs write to one stream only; then the combined stream is that stream, and keeping a
+// second copy of every byte on disk (what a separate file cost) doubled the writes of a large
+// output. So the combined stream reads through to the one stream until the other one first
+// speaks; only then does it get a file of its own, seeded with the first stream's bytes (copied
+// in the kernel), and takes every later chunk itself.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "sandbox/output_spool.h"
+
+namespace kiln::sandbox {
+
+class CombinedOutput {
+ public:
+  // `out` and `err` are the run's stream spools and must outlive this; `path` is where the
+  // combined file goes once both streams have spoken.
+  CombinedOutput(std::string path, std::size_t tail_keep, const OutputSpool& out, const OutputSpool& err);
+
+  // After the stream's own spool took `text` (so the spools always hold every byte before it).
+  void append(bool is_err, std::string_view text);
+  std::uint64_t size() const;
+  std::string read(std::uint64_t offset, std::size_t limit) const;
+  // Bytes this object itself wrote to disk (0 while it reads through to one stream).
+  std::uint64_t bytes_on_disk() const;
+  int write_error() const;
+
+ private:
+  const OutputSpool* single() const;  // with mu_ held: the one stream read through, or null
+
+  mutable std::mutex mu_;
+  const OutputSpool& out_;
+  const OutputSpool& err_;
+  OutputSpool own_;
+  int first_ = -1;      // 0 stdout, 1 stderr: the stream that spoke first
+  bool mixed_ = false;  // both have spoken: own_ holds the interleaving
+};
+
+}  // namespace kiln::sandbox
