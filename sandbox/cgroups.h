@@ -61,6 +61,9 @@ class CgroupSet {
   // Read before and after every exec: through descriptors opened once (kernfs opens were most of
   // its cost), read again from offset 0, which the kernel answers afresh.
   CgroupUsage usage() const;
+  // Opens the descriptors usage() reads, so the first exec does not pay for it (make_sandbox
+  // calls it while the sandbox is built, before anyone waits).
+  void open_stat_files() const { (void)usage(); }
   // Kills every process in the group until it is empty (or `rounds` passes); returns how many
   // signals were sent.
   int kill_all(int rounds = 50) const;

@@ -336,6 +336,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
       policy.limits.pids = policy.requested.pids;
     } else {
       sb->cg = std::move(*set);
+      sb->cg->open_stat_files();
     }
   }
   sb->policy = std::move(policy);

@@ -264,9 +264,15 @@ Result<void> check_workspace_root(const std::string& root, const std::string& st
   // By device and inode, both ways: a workspace inside the state directory would hand the sandbox
   // the token, the secrets and other principals' traces as plain files.
   if (auto apart = check_apart_from_state_dir(r.string(), state_dir); !apart) return apart;
-  std::vector<fs::path> homes;
-  if (const char* h = std::getenv("HOME"); h && *h) homes.push_back(fs::weakly_canonical(h, ec));
-  if (auto* pw = ::getpwuid(::getuid())) homes.push_back(fs::weakly_canonical(pw->pw_dir, ec));
+  // The home folders, resolved once per process: every fresh exec comes through here, and reading
+  // the passwd database (NSS) and resolving both paths again each time was most of the check.
+  static const std::vector<fs::path> homes = [] {
+    std::error_code err;
+    std::vector<fs::path> out;
+    if (const char* h = std::getenv("HOME"); h && *h) out.push_back(fs::weakly_canonical(h, err));
+    if (auto* pw = ::getpwuid(::getuid())) out.push_back(fs::weakly_canonical(pw->pw_dir, err));
+    return out;
+  }();
   for (const auto& h : homes) {
     if (!h.empty() && h != "/" && is_within(h, r))
       return fail(Errc::invalid_argument,

@@ -7,14 +7,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/cgroup_join.h"
-#include "sandbox/helper/caps.h"
 #include "sandbox/helper/fd_util.h"
+#include "sandbox/helper/signals.h"
 
 extern char** environ;
 
@@ -34,12 +33,13 @@ namespace {
 }  // namespace
 
 void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_fd) {
-  // pid 1 blocks SIGCHLD and ignores SIGPIPE; the command must start with the defaults.
+  // pid 1 blocks SIGCHLD and ignores a few signals; the command must start with the defaults. Of
+  // the dispositions only "ignore" survives execve (handlers are reset by it), and the helper
+  // ignores exactly kHelperIgnoredSignals.
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  for (int sig : kHelperIgnoredSignals) ::signal(sig, SIG_DFL);
 
   for (int i = 0; i < 3; ++i)
     if (::dup2(req.stdio[i], i) < 0) die(err_fd, "stdio", errno, "dup2");
@@ -71,10 +71,9 @@ void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_f
     if (::setrlimit(l.resource, &nl) != 0) die(err_fd, "rlimits", errno, "setrlimit");
   }
 
-  if (!drop_all_capabilities()) die(err_fd, "caps", errno, "dropping capabilities");
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(err_fd, "no_new_privs", errno, "PR_SET_NO_NEW_PRIVS");
+  // Capabilities, no_new_privs and the seccomp filter are already in force: inherited from the
+  // shepherd (confine_shepherd). Landlock comes last, after the cgroup join it would refuse.
   if (!landlock_enforce(ctx.landlock)) die(err_fd, "landlock", errno, "landlock_restrict_self");
-  // The seccomp filter is already in force: inherited from the shepherd (confine_shepherd).
 
   close_fds_except(&err_fd, 1);
   // HOME, as `mkdir -p` would make it, with the command's own rights (after Landlock and

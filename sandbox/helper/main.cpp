@@ -16,6 +16,7 @@
 #include "sandbox/helper/namespaces.h"
 #include "sandbox/helper/spec.h"
 #include "sandbox/helper/status.h"
+#include "sandbox/helper/signals.h"
 
 using namespace kiln::helper;
 using kiln::read_all;
@@ -64,8 +65,8 @@ int main(int argc, char** argv) {
   }
   if (spec_fd < 3 || status_fd < 3 || control_fd < 3) usage("all three fds are required and must be >= 3");
 
-  // SIGPIPE would kill us on a closed status pipe; exec children restore the default.
-  ::signal(SIGPIPE, SIG_IGN);
+  // SIGPIPE would kill us on a closed status pipe; exec children restore the default (signals.h).
+  ignore_helper_signals();
   // 0-2 must be taken so received fds never land there.
   for (int fd = 0; fd < 3; ++fd)
     if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", O_RDWR);

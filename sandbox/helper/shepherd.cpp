@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/helper/caps.h"
 #include "sandbox/helper/control.h"
 #include "sandbox/helper/exec_child.h"
 #include "sandbox/helper/fd_util.h"
@@ -20,6 +21,7 @@
 namespace kiln::helper {
 
 bool confine_shepherd(const SandboxContext& ctx) {
+  if (!drop_all_capabilities()) return false;
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   return seccomp_enforce(ctx.seccomp);
 }
@@ -35,8 +37,9 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
   if (!confined && !confine_shepherd(ctx)) {
     rep.kind = ReportKind::failed;
     rep.err = errno;
-    std::strncpy(rep.step, "seccomp", sizeof rep.step - 1);
-    std::snprintf(rep.message, sizeof rep.message, "loading the seccomp filter: %s", std::strerror(rep.err));
+    std::strncpy(rep.step, "confine", sizeof rep.step - 1);
+    std::snprintf(rep.message, sizeof rep.message, "dropping capabilities or loading the seccomp filter: %s",
+                  std::strerror(rep.err));
     write_all(report_fd, &rep, sizeof rep);
     ::_exit(1);
   }

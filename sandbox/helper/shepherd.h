@@ -26,10 +26,11 @@ struct ShepherdReport {
   char message[232];
 };
 
-// The shepherd loads the sandbox's seccomp filter into itself (after PR_SET_NO_NEW_PRIVS), so the
-// command inherits it: a spare does this before its request arrives, which takes the filter's
-// compile into the kernel (BPF JIT, a quarter of a millisecond) off the exec's path. The shepherd
-// needs nothing the filter refuses. False with errno set.
+// The shepherd confines itself as the command will be, so the command inherits it: every
+// capability dropped (bounding, ambient, securebits locked), PR_SET_NO_NEW_PRIVS, the sandbox's
+// seccomp filter. A spare does this before its request arrives, which takes some hundred
+// syscalls and the filter's compile into the kernel (BPF JIT) off the exec's path. The shepherd
+// needs no privilege and nothing the filter refuses (pid 1 does the killing). False with errno set.
 bool confine_shepherd(const SandboxContext& ctx);
 
 // Never returns: exits once the command and every process it left behind are gone. `confined`:
