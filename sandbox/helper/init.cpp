@@ -67,7 +67,7 @@ void run_init(const Spec& spec, Status& status, int control_fd, int alive_fd) {
   ctx.spec = &spec;
   if (!build_landlock(spec, mounts, ctx.landlock, e)) fail(status, e);
   status.ok("landlock", {{"enforced", ctx.landlock.fd >= 0}, {"abi", ctx.landlock.abi}});
-  if (spec.seccomp && !compile_seccomp(ctx.seccomp, e)) fail(status, e);
+  if (spec.seccomp) load_seccomp_program(ctx.seccomp);
   status.ok("seccomp", {{"enforced", !ctx.seccomp.insns.empty()}, {"instructions", ctx.seccomp.insns.size()}});
 
   nlohmann::json report = {{"network", network_name(spec.network)},
