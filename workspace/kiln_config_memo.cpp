@@ -10,8 +10,11 @@ namespace kiln::server {
 
 namespace {
 
-// A server sees a handful of workspaces; each holds one kiln.json at a time.
+// A server sees a handful of workspaces; each holds one kiln.json at a time. Real files are a few
+// KiB; a larger one (up to the 1 MiB parse_kiln_config accepts) is parsed each time rather than
+// kept, so the memo stays small whatever a workspace holds.
 constexpr std::size_t kEntries = 16;
+constexpr std::size_t kMaxKeptText = 64 * 1024;
 
 struct Memo {
   std::mutex mu;
@@ -26,6 +29,7 @@ Memo& memo() {
 }  // namespace
 
 Result<KilnConfig> parse_kiln_config_memo(std::string_view text) {
+  if (text.size() > kMaxKeptText) return parse_kiln_config(text);
   Memo& m = memo();
   {
     std::lock_guard lock(m.mu);

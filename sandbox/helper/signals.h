@@ -10,7 +10,11 @@ namespace kiln::helper {
 // SIGPIPE: a write to a closed status pipe or control socket must fail, not kill the helper.
 inline constexpr int kHelperIgnoredSignals[] = {SIGPIPE};
 
+// At start: every disposition back to the default (whoever started the helper may have ignored
+// some, and an ignored signal would reach the commands), then the helper's own list ignored.
 inline void ignore_helper_signals() {
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
   for (int sig : kHelperIgnoredSignals) ::signal(sig, SIG_IGN);
 }
 

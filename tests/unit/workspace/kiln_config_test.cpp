@@ -266,6 +266,40 @@ TEST_CASE("load_config keeps the raw document when valid and falls back to defau
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("load_config reads the file on every call: an edit, and an edit back, are seen at once") {
+  char tmpl[] = "/tmp/kiln-config-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  auto write = [&](const std::string& text) { std::ofstream(dir + "/kiln.json") << text; };
+  auto root = kiln::workspace::Root::open(dir);
+  REQUIRE(root.has_value());
+  const std::string a = R"({"verify": [{"name": "a", "run": "make a"}]})";
+  const std::string b = R"({"verify": [{"name": "b", "run": "make b"}]})";
+  for (int round = 0; round < 3; ++round) {  // the parses are memoized by text: none may go stale
+    write(a);
+    auto ra = kiln::server::load_config(*root);
+    REQUIRE(ra.typed.has_value());
+    CHECK(ra.typed->checks.at(0).name == "a");
+    write(b);
+    auto rb = kiln::server::load_config(*root);
+    REQUIRE(rb.typed.has_value());
+    CHECK(rb.typed->checks.at(0).name == "b");
+    write(R"({"verfy": []})");
+    CHECK(kiln::server::load_config(*root).error.starts_with("kiln.json: unexpected property 'verfy'"));
+  }
+  // A large file (past what the memo keeps) loads the same way.
+  std::string big = R"({"verify": [)";
+  for (int i = 0; i < 3000; ++i) big += (i ? "," : "") + std::string(R"({"name": "c)") + std::to_string(i) + R"(", "run": "true"})";
+  big += "]}";
+  REQUIRE(big.size() > 64 * 1024);
+  write(big);
+  for (int i = 0; i < 2; ++i) {
+    auto rc = kiln::server::load_config(*root);
+    REQUIRE_MESSAGE(rc.typed.has_value(), rc.error);
+    CHECK(rc.typed->checks.size() == 3000);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("the app section of TOOLS.md loads with its services, schedules and defaults") {
   auto r = parse_kiln_config(R"({
     "services": {"db": {"kind": "postgres"}},
