@@ -29,7 +29,7 @@ import { benchDir, fmt, loadAvg, machine, mdTable, median, nowMs, printTable, qu
 import { DC, DC_ENV_NOTE, fileTools, OPS, peerVersions, runCommand, SF, startup } from './peers.mjs';
 import { plotScaling } from './plot.mjs';
 import { N_SANDBOX, N_SRT, sandboxStartup, sandboxTable, SB_TARGETS, srtPkg } from './sandbox_start.mjs';
-import { concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.mjs';
+import { CONC_MEMORY_MB, concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.mjs';
 import { serveBench, serveTable, SERVE_TARGET } from './serve.mjs';
 import { servicesBench, servicesTable, SERVICE_TARGETS } from './services.mjs';
 import { appsBench, appsTable, APPS_TARGETS } from './apps.mjs';
@@ -282,8 +282,10 @@ async function main() {
     ...mdTable(ct.header, ct.table),
     '',
     ...s.conc.notes.map((n) => `- ${n}`),
-    '- kiln: N `sandbox_exec {command: ["/bin/true"]}` calls in flight at once on one MCP session (SDK',
-    '  client), each a fresh strict sandbox; wall time from the first request to the last answer.',
+    `- kiln: N \`sandbox_exec {command: ["/bin/true"], limits: {memory_mb: ${CONC_MEMORY_MB}}}\` calls in flight at once on one MCP`,
+    '  session (SDK client), each a fresh strict sandbox; wall time from the first request to the last answer.',
+    `  ${CONC_MEMORY_MB} MiB each, because the server admits sandboxes while the sum of their memory limits fits its`,
+    "  ceiling (the machine's RAM): with the default 2 GiB about a dozen run at once and the rest queue.",
     '  bwrap: N `bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp',
     '  --bind WS WS /bin/true` spawned at once; fork/exec: N plain `/bin/true`. Interleaved per run, one',
     '  kiln warm-up exec first. "per sandbox" is wall / N.',

@@ -98,14 +98,18 @@ function spawnMany(argv, n, cwd) {
 
 // N sandbox_exec of /bin/true in flight at once on one kiln session (each a fresh strict
 // sandbox), against N bwrap and N plain /bin/true started at once.
+export const CONC_MEMORY_MB = 128;
 export async function concurrency(Ns, runsFor) {
   const ws = copySample('kiln-bench-conc-ws-');
   const rows = Ns.map((n) => ({ n, kiln: [], bwrap: [], fork: [], runs: runsFor(n) }));
   const haveBwrap = onPath('bwrap') && !runExternal(bwrapArgv(ws, ['/bin/true']), ws).error;
   const c = await connectClient({ args: ['--workspace', ws], name: 'kiln-bench' });
   try {
+    // 128 MiB each: with the default 2 GiB the server's memory ceiling (the machine's RAM, the sum
+    // of live sandboxes' limits: SANDBOX_CASES 36) would admit only a dozen at once, and the row
+    // would measure that queue rather than 100 sandboxes side by side.
     const exec = async () => {
-      const r = await c.client.callTool({ name: 'sandbox_exec', arguments: { command: ['/bin/true'] } }, undefined, timeoutOpts(300000));
+      const r = await c.client.callTool({ name: 'sandbox_exec', arguments: { command: ['/bin/true'], limits: { memory_mb: CONC_MEMORY_MB } } }, undefined, timeoutOpts(300000));
       const sc = r.structuredContent;
       if (r.isError || sc?.exit_code !== 0) throw new Error(`sandbox_exec: ${JSON.stringify(r).slice(0, 400)}`);
     };
