@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -81,9 +82,11 @@ struct ProxyDecision {  // exactly one of the two (an answer wins; an upstream b
 };
 
 struct ProxyRoute {
-  // On the io thread with the request head; must be quick (an in-memory lookup). A request it
-  // claims skips the endpoints, the handler and the body limit.
-  std::function<bool(const Request& head)> claims;
+  // On the io thread with the request-target alone (as sent), for every request no endpoint owns;
+  // must be quick (an in-memory lookup). The target is all it gets so that a request it declines
+  // (every static page) costs no copy of its head. A request it claims skips the endpoints, the
+  // handler and the body limit.
+  std::function<bool(std::string_view target)> claims;
   // With the head (body not read yet). Must call `reply` exactly once, from any thread, possibly
   // seconds later (an app waking up); a reply after the Server is destroyed is dropped (its
   // upstream's done still runs). The connection waits at most decide_timeout, then answers 504.

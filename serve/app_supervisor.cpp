@@ -336,7 +336,7 @@ void Supervisor::shutdown() {
 }
 
 bool Supervisor::is_app(std::string_view name) const {
-  std::lock_guard lock(impl_->names_mu);
+  std::shared_lock lock(impl_->names_mu);
   return impl_->app_names.contains(name);
 }
 
