@@ -29,11 +29,17 @@ class UpstreamSocket {
   explicit UpstreamSocket(UniqueFd fd) : fd_(std::move(fd)) {}
   explicit operator bool() const { return fd_ || parked_; }
   bool reused() const { return parked_ != nullptr; }
+  // Parked by a connection of the calling thread. A pool should hand such a one out first: the
+  // listener's io threads each have a loop of their own, and one parked by another thread is
+  // re-registered before use (two epoll_ctl and an ioctl, about one proxied request in two with
+  // two io threads). A hint only: any parked socket works on any thread.
+  bool parked_here() const;
 
  private:
   friend class ProxyExchange;
   UniqueFd fd_;
   std::shared_ptr<void> parked_;  // the exchange's descriptor (proxy_exchange.cpp)
+  const void* parked_on_ = nullptr;  // the parking thread's marker (proxy_exchange.cpp)
 };
 
 struct ProxyOutcome {
