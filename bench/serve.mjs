@@ -217,7 +217,7 @@ export function serveTable(sv) {
   for (const cs of sv.cases) for (const side of ['kiln', 'nginx']) if (cs[side].error) notes.push(`${cs.name}, ${side}: ${cs[side].error}`);
   notes.push(`medians of ${sv.rounds} interleaved ${sv.secs} s wrk runs per side (-t2 -c50, keep-alive) on loopback; the ratio is of the ` +
     `two medians, "rounds' ratios" the lowest and highest of the rounds' own kiln/nginx; 1-minute load average ${sv.load[0].toFixed(2)} ` +
-    `before, ${sv.load[1].toFixed(2)} after. nginx ${sv.nginxVersion ?? '?'} with 2 workers, sendfile, tcp_nopush, access_log off; ` +
+    `before, ${sv.load[1].toFixed(2)} after (wrk and the two servers count in it). nginx ${sv.nginxVersion ?? '?'} with 2 workers, sendfile, tcp_nopush, access_log off; ` +
     'kiln serve with its 2 io threads, its access log on.');
   notes.push('Protected rows: kiln checks the session cookie on every request (HMAC-SHA256 verified in constant time, then its ' +
     'fields against the share\'s rules kept in memory until the database changes); password: the cookie of one login, ' +
