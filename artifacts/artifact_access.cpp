@@ -4,6 +4,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <charconv>
 #include <semaphore>
 #include <set>
 
@@ -45,12 +46,31 @@ Result<std::string> ArtifactStore::hash_password(const std::string& password) {
   return std::string(out);
 }
 
+struct ArtifactStore::CookieMac {
+  crypto_auth_hmacsha256_state keyed;
+  ~CookieMac() { sodium_memzero(&keyed, sizeof keyed); }
+};
+
+void ArtifactStore::key_cookie_mac() {
+  auto mac = std::make_shared<CookieMac>();
+  crypto_auth_hmacsha256_init(&mac->keyed, reinterpret_cast<const unsigned char*>(cookie_key_.data()), cookie_key_.size());
+  cookie_mac_ = std::move(mac);
+}
+
+// HMAC-SHA256(cookie_key_, payload), from a copy of the keyed state: the same MAC as
+// crypto_auth_hmacsha256 with the key, without hashing the key's pads again.
+void ArtifactStore::cookie_mac(std::string_view payload, unsigned char* out) const {
+  crypto_auth_hmacsha256_state st = cookie_mac_->keyed;
+  crypto_auth_hmacsha256_update(&st, reinterpret_cast<const unsigned char*>(payload.data()), payload.size());
+  crypto_auth_hmacsha256_final(&st, out);
+  sodium_memzero(&st, sizeof st);
+}
+
 std::string ArtifactStore::make_cookie(const std::string& name, const std::string& kind, std::int64_t expires,
                                        std::int64_t gen) const {
   std::string payload = fmt::format("k1\n{}\n{}\n{}\n{}", name, kind, expires, gen);
   unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(mac, reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
-                         reinterpret_cast<const unsigned char*>(cookie_key_.data()));
+  cookie_mac(payload, mac);
   return detail::base64url(payload) + "." + detail::base64url(std::string_view(reinterpret_cast<char*>(mac), sizeof mac));
 }
 
@@ -61,35 +81,66 @@ struct ArtifactStore::CookieFields {
   std::int64_t gen = 0;
 };
 
-std::optional<ArtifactStore::CookieFields> ArtifactStore::verify_cookie(const std::string& cookie) const {
-  auto dot = cookie.find('.');
-  if (dot == std::string::npos || cookie.size() > 1024) return std::nullopt;
-  auto payload = detail::base64url_decode(std::string_view(cookie).substr(0, dot));
-  auto mac = detail::base64url_decode(std::string_view(cookie).substr(dot + 1));
-  if (!payload || !mac || mac->size() != crypto_auth_hmacsha256_BYTES) return std::nullopt;
-  if (crypto_auth_hmacsha256_verify(reinterpret_cast<const unsigned char*>(mac->data()),
-                                    reinterpret_cast<const unsigned char*>(payload->data()), payload->size(),
-                                    reinterpret_cast<const unsigned char*>(cookie_key_.data())) != 0) {
+namespace {
+
+// Base64url (no padding) into `out`; the decoded length, or nullopt when the text is not
+// base64url entirely or does not fit.
+std::optional<std::size_t> decode_into(std::string_view text, unsigned char* out, std::size_t cap) {
+  std::size_t len = 0;
+  const char* end = nullptr;
+  if (sodium_base642bin(out, cap, text.data(), text.size(), nullptr, &len, &end,
+                        sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+      end != text.data() + text.size()) {
     return std::nullopt;
   }
+  return len;
+}
+
+std::optional<std::int64_t> whole_int64(std::string_view s) {
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<ArtifactStore::CookieFields> ArtifactStore::verify_cookie(const std::string& cookie) const {
+  // Every protected page comes here, so the cookie is decoded into the stack, not the heap.
+  constexpr std::size_t kMaxCookie = 1024;
+  auto dot = cookie.find('.');
+  if (dot == std::string::npos || cookie.size() > kMaxCookie) return std::nullopt;
+  unsigned char payload_bytes[kMaxCookie];
+  unsigned char mac[crypto_auth_hmacsha256_BYTES + 3];
+  auto payload_len = decode_into(std::string_view(cookie).substr(0, dot), payload_bytes, sizeof payload_bytes);
+  auto mac_len = decode_into(std::string_view(cookie).substr(dot + 1), mac, sizeof mac);
+  if (!payload_len || !mac_len || *mac_len != crypto_auth_hmacsha256_BYTES) return std::nullopt;
+  const std::string_view payload(reinterpret_cast<const char*>(payload_bytes), *payload_len);
+  unsigned char expected[crypto_auth_hmacsha256_BYTES];
+  cookie_mac(payload, expected);
+  // Constant time, as crypto_auth_hmacsha256_verify compares.
+  const bool good = crypto_verify_32(expected, mac) == 0;
+  sodium_memzero(expected, sizeof expected);
+  if (!good) return std::nullopt;
   // Signed by us, so the fields are ours; the callers check them against the artifact as it is now.
-  std::vector<std::string> f;
+  std::string_view f[5];
+  std::size_t count = 0;
   for (std::size_t start = 0;;) {
-    auto nl = payload->find('\n', start);
-    f.push_back(payload->substr(start, nl == std::string::npos ? std::string::npos : nl - start));
-    if (nl == std::string::npos) break;
+    auto nl = payload.find('\n', start);
+    if (count == 5) return std::nullopt;
+    f[count++] = payload.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    if (nl == std::string_view::npos) break;
     start = nl + 1;
   }
-  if (f.size() != 5 || f[0] != "k1") return std::nullopt;
+  if (count != 5 || f[0] != "k1") return std::nullopt;
+  auto expires = whole_int64(f[3]);
+  auto gen = whole_int64(f[4]);
+  if (!expires || !gen) return std::nullopt;
   CookieFields out;
-  try {
-    out.expires = std::stoll(f[3]);
-    out.gen = std::stoll(f[4]);
-  } catch (...) {
-    return std::nullopt;
-  }
-  out.name = std::move(f[1]);
-  out.kind = std::move(f[2]);
+  out.expires = *expires;
+  out.gen = *gen;
+  out.name = std::string(f[1]);
+  out.kind = std::string(f[2]);
   return out;
 }
 
@@ -98,11 +149,7 @@ namespace {
 // The invite id of an "invite:ID" cookie kind.
 std::optional<std::int64_t> invite_id(const std::string& kind) {
   if (kind.rfind("invite:", 0) != 0) return std::nullopt;
-  try {
-    return std::int64_t(std::stoll(kind.substr(7)));
-  } catch (...) {
-    return std::nullopt;
-  }
+  return whole_int64(std::string_view(kind).substr(7));
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ Result<void> ArtifactStore::load_cookie_key() {
         return fail(Errc::io, fmt::format("{} is not a 32-byte key; delete it and start again (logins will be asked again)", path));
       cookie_key_.assign(reinterpret_cast<const char*>(key), sizeof key);
       sodium_memzero(key, sizeof key);
+      key_cookie_mac();
       return {};
     }
     if (errno != ENOENT) return fail(Errc::io, fmt::format("cannot read {}: {}", path, std::strerror(errno)));

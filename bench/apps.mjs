@@ -1,7 +1,7 @@
 // Apps for `make bench` (TOOLS.md "Apps"): requests per second of a tiny Node app (a 1 KiB GET)
-// behind `kiln serve` at /a/NAME/ against the same app behind nginx `proxy_pass`, driven by a
-// keep-alive load generator in this process (interleaved runs, medians); and wake from sleep to
-// the first byte, for that app and for examples/incident-tracker, against each app's own start.
+// behind `kiln serve` at /a/NAME/ against the same app behind nginx `proxy_pass`, driven by wrk
+// with keep-alive connections (interleaved runs, medians); and wake from sleep to the first byte,
+// for that app and for examples/incident-tracker, against each app's own start.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -44,23 +44,33 @@ function get(url, agent = false, headers = {}) {
   });
 }
 
-// CONNS keep-alive connections, each sending its next GET when the last answer has been read, for
-// SECS seconds; requests/s, or an error when any answer was not a 200 of 1 KiB.
-async function load(url) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: CONNS });
-  let ok = 0, bad = 0, why = '';
-  const t0 = nowMs();
-  const end = t0 + SECS * 1000;
-  await Promise.all(Array.from({ length: CONNS }, async () => {
-    while (nowMs() < end) {
-      const r = await get(url, agent).catch((e) => ({ status: e.message }));
-      if (r.status === 200 && r.bytes === 1024) ok++;
-      else { bad++; why = `${r.status}`; }
-    }
-  }));
-  const secs = (nowMs() - t0) / 1000;
-  agent.destroy();
-  return bad ? { error: `${bad} of ${ok + bad} answers were not a 200 of 1 KiB (last: ${why})` } : { rps: ok / secs };
+// wrk with CONNS keep-alive connections on 2 threads for SECS seconds (a C load generator: a Node
+// one in this process was the ceiling of every side, so the proxies' own cost hardly showed);
+// requests/s, or an error when an answer was not a 2xx or a socket failed. The body's size is
+// checked once per side before the runs (probe below): wrk cannot check it.
+function load(url) {
+  return new Promise((resolve) => {
+    const child = spawn('wrk', ['-t2', `-c${CONNS}`, `-d${SECS}s`, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c) => { out += c; });
+    child.stderr.on('data', (c) => { out += c; });
+    child.on('error', (e) => resolve({ error: `wrk: ${e.message}` }));
+    child.on('close', (code) => {
+      const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
+      const bad = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
+      const errs = /Socket errors:(.*)/.exec(out);
+      if (code !== 0 || !rps) return resolve({ error: `wrk exit ${code}: ${out.trim().slice(0, 200)}` });
+      if (bad) return resolve({ error: `${bad[1]} answers were not 2xx` });
+      if (errs) return resolve({ error: `socket errors:${errs[1]}` });
+      resolve({ rps: Number(rps[1]) });
+    });
+  });
+}
+
+// One GET per side before the runs: a 200 of exactly 1 KiB, or the reason it is not.
+async function probe(url) {
+  const r = await get(url).catch((e) => ({ status: e.message }));
+  return r.status === 200 && r.bytes === 1024 ? undefined : `the probe answered ${r.status} with ${r.bytes ?? 0} bytes, not a 200 of 1 KiB`;
 }
 
 // Polls `url` every 5 ms until it answers 200; ms from `t0`.
@@ -194,6 +204,7 @@ async function ownStarts(tinyDir) {
 
 export async function appsBench() {
   if (!onPath('nginx') && !fs.existsSync('/usr/sbin/nginx')) return { error: 'nginx not installed (Debian package; make bench installs it)' };
+  if (!onPath('wrk')) return { error: 'wrk not installed (Debian package; make bench installs it)' };
   // The tracker's `pg` goes into its node_modules, published with it (the app's sandbox has no network).
   const deps = spawnSync(path.join(repoRoot, 'scripts', 'npm-deps.sh'), [tracker], { encoding: 'utf8' });
   if (deps.status !== 0) return { error: `npm ci in examples/incident-tracker failed: ${deps.stdout}${deps.stderr}` };
@@ -216,6 +227,10 @@ export async function appsBench() {
       urls.kiln = kiln.urls.tiny;
     } catch (e) {
       res.errors.kiln = e.message;
+    }
+    for (const side of Object.keys(urls)) {
+      const why = res.errors[side] ? undefined : await probe(urls[side]);
+      if (why) res.errors[side] = why;
     }
     // Interleaved: every round runs each side once, the order rotated.
     const sides = Object.keys(urls);
@@ -244,15 +259,19 @@ export async function appsBench() {
 }
 
 export function appsTable(r) {
-  const header = ['app (1 KiB GET, 32 keep-alive connections)', 'median', 'runs', 'vs nginx', 'target'];
+  const header = [`app (1 KiB GET, wrk -t2 -c${CONNS})`, 'median', 'runs', 'vs nginx', 'target'];
   if (r.error) return { header, table: [], notes: [`apps not measured: ${r.error}`] };
   const rps = (side) => median(r.runs[side]);
   const fmtRps = (x) => (x === undefined ? 'n/a' : `${Math.round(x).toLocaleString('en-US')} req/s`);
   const vs = rps('kiln') && rps('nginx') ? rps('kiln') / rps('nginx') : undefined;
+  // Each round ran both once: their own ratios show how far apart the rounds were.
+  const rounds = Math.min(r.runs.kiln.length, r.runs.nginx.length);
+  const perRound = Array.from({ length: rounds }, (_, i) => r.runs.kiln[i] / r.runs.nginx[i]);
+  const spread = rounds > 1 ? ` (rounds ${Math.min(...perRound).toFixed(2)}-${Math.max(...perRound).toFixed(2)}x)` : '';
   const table = [
-    ['the app alone (the load generator\'s ceiling)', fmtRps(rps('direct')), String(r.runs.direct.length), '-', ''],
+    ['the app alone, no proxy (the ceiling)', fmtRps(rps('direct')), String(r.runs.direct.length), '-', ''],
     [`nginx proxy_pass`, fmtRps(rps('nginx')), String(r.runs.nginx.length), '1.00x', ''],
-    ['kiln serve /a/tiny/', fmtRps(rps('kiln')), String(r.runs.kiln.length), vs ? `${vs.toFixed(2)}x` : '-',
+    ['kiln serve /a/tiny/', fmtRps(rps('kiln')), String(r.runs.kiln.length), vs ? `${vs.toFixed(2)}x${spread}` : '-',
       `>= ${APPS_TARGETS.rps_vs_nginx}x${vs === undefined ? ' (no figure)' : vs >= APPS_TARGETS.rps_vs_nginx ? ' met' : ' NOT met'}`],
   ];
   const wakeRow = (label, wake, own) => {
@@ -270,8 +289,9 @@ export function appsTable(r) {
   }
   const notes = Object.entries(r.errors).map(([side, e]) => `${side}: ${e}`);
   if (r.own?.trackerError) notes.push(`incident tracker's own start not measured: ${r.own.trackerError}`);
-  notes.push(`medians of ${ROUNDS} interleaved ${SECS} s runs; the load generator is this Node process (${CONNS} keep-alive ` +
-    `connections, one request in flight on each) and shares the cores with the app and the proxy. nginx ${r.nginxVersion ?? '?'}: ` +
+  notes.push(`medians of ${ROUNDS} interleaved ${SECS} s runs of wrk (2 threads, ${CONNS} keep-alive connections, one request in ` +
+    `flight on each), which shares the cores with the app (one Node process) and the proxy; each side is probed once first for ` +
+    `a 200 of 1 KiB. nginx ${r.nginxVersion ?? '?'}: ` +
     `2 workers, access_log off, HTTP/1.1 keep-alive to the app (upstream keepalive ${CONNS}). Wake: idle_s ${IDLE_S}, app_status ` +
     'polled until sleeping, then one GET timed to its response head; own start: `node server.js` spawned outside Kiln until its first ' +
     '200 (the tracker: /health, against a postgres already running).');

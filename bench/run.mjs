@@ -30,7 +30,7 @@ import { DC, DC_ENV_NOTE, fileTools, OPS, peerVersions, runCommand, SF, startup 
 import { plotScaling } from './plot.mjs';
 import { N_SANDBOX, N_SRT, sandboxStartup, sandboxTable, SB_TARGETS, srtPkg } from './sandbox_start.mjs';
 import { CONC_MEMORY_MB, concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.mjs';
-import { serveBench, serveTable, SERVE_TARGET } from './serve.mjs';
+import { serveBench, serveTable, SERVE_TARGETS } from './serve.mjs';
 import { servicesBench, servicesTable, SERVICE_TARGETS } from './services.mjs';
 import { appsBench, appsTable, APPS_TARGETS } from './apps.mjs';
 import { egressBench, egressTable, EGRESS_TARGETS } from './egress.mjs';
@@ -310,7 +310,8 @@ async function main() {
     ...sv.notes.map((n) => `- ${n}`),
     '- Files published through the MCP `publish` tool (which starts the daemon); nginx serves the same bytes',
     "  from a temp web root on another loopback port. wrk shares the machine's cores with the server it drives.",
-    `  Target: kiln at least ${SERVE_TARGET}x nginx's requests per second on the public rows.`,
+    `  Targets (issue 21), kiln's requests per second over nginx's: public small pages at least ${SERVE_TARGETS.public_small}x,`,
+    `  password- or invite-protected small pages at least ${SERVE_TARGETS.protected_small}x, 1 MB files at least ${SERVE_TARGETS.big}x.`,
     '',
     '## Services: PostgreSQL inside a sandbox to the first query',
     '',

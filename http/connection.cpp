@@ -101,9 +101,9 @@ void Session::on_header(beast::error_code ec, std::size_t n) {
   }
   stream_.expires_after(srv_.options.read_timeout);  // the body has a deadline of its own
   endpoint_ = srv_.endpoint_for(parser_->get().target());
-  if (!endpoint_ && srv_.options.proxy && srv_.options.proxy->claims) {
-    Request head = head_request(parser_->get());
-    if (srv_.options.proxy->claims(head)) return start_proxy(std::move(head));
+  if (!endpoint_ && srv_.options.proxy && srv_.options.proxy->claims &&
+      srv_.options.proxy->claims(std::string_view(parser_->get().target()))) {
+    return start_proxy(head_request(parser_->get(), true));
   }
   if (endpoint_) body_limit_ = endpoint_->body_limit;
   if (auto length = parser_->content_length(); length && *length > body_limit_) {
@@ -123,7 +123,7 @@ void Session::on_header(beast::error_code ec, std::size_t n) {
     // Only a body still to come is worth screening for: without one, the handler answers at
     // once and the connection may stay open.
     if (endpoint_->screen && !parser_->is_done()) {
-      if (auto refusal = endpoint_->screen(head_request(m))) {
+      if (auto refusal = endpoint_->screen(head_request(m, true))) {
         not_evictable();
         return refuse_early(std::move(*refusal));
       }
@@ -148,7 +148,7 @@ void Session::not_evictable() {
   head_wait_since = 0;
 }
 
-Request Session::head_request(const bhttp::request<bhttp::string_body>& m) const {
+Request Session::head_request(const bhttp::request<bhttp::string_body>& m, bool every_field) const {
   Request req;
   req.method = std::string(m.method_string());
   req.target = std::string(m.target());
@@ -174,6 +174,7 @@ Request Session::head_request(const bhttp::request<bhttp::string_body>& m) const
       }
     }
   }
+  if (!every_field) return req;
   for (const auto& f : m) {
     std::string name(f.name_string());
     for (char& c : name) c = ascii_lower(c);
@@ -201,7 +202,7 @@ void Session::on_read(beast::error_code ec, std::size_t) {
   busy_ = true;
   auto& m = parser_->get();
   keep_alive_ = m.keep_alive();
-  Request req = head_request(m);
+  Request req = head_request(m, endpoint_ != nullptr);
   req.body = std::move(m.body());
   if (endpoint_) {
     http11_ = m.version() >= 11;

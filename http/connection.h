@@ -67,8 +67,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void not_evictable();
 
-  // Everything of the request but its body, as the router and endpoints see it.
-  Request head_request(const bhttp::request<bhttp::string_body>& m) const;
+  // Everything of the request but its body, as the router and endpoints see it. `every_field`:
+  // Request::headers too (endpoints and the proxy route read their own headers there; the
+  // handler, which answers every static page, reads only the named fields and is spared it).
+  Request head_request(const bhttp::request<bhttp::string_body>& m, bool every_field) const;
 
   static std::string size_text(std::size_t n);
 

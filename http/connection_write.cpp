@@ -61,7 +61,9 @@ void Session::format_head(const Response& r) {
   fmt::format_to(std::back_inserter(head_), "HTTP/1.1 {} {}\r\nDate: {}\r\nServer: kiln\r\n", r.status,
                  reason_phrase(r.status), http_date());
   for (const auto& [k, v] : r.headers) {
-    if (v.find_first_of("\r\n") != std::string::npos) continue;  // never let a value split the header
+    // Never let a value split the header. Two memchr scans: find_first_of("\r\n") called memchr
+    // once per character of every value, a few percent of a small page's CPU.
+    if (v.find('\r') != std::string::npos || v.find('\n') != std::string::npos) continue;
     head_.append(k).append(": ").append(v).append("\r\n");
   }
 }

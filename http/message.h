@@ -28,6 +28,8 @@ struct Request {
   std::string sec_fetch_mode;
   // Every header field by lower-case name (the first line of a field sent on several), for what
   // the fields above do not cover: an endpoint reads its own headers here (MCP's Mcp-Session-Id).
+  // Filled for endpoints and the proxy route only: the server's Handler (every static page) is
+  // given the named fields above and nothing here.
   std::map<std::string, std::string, std::less<>> headers;
   std::string body;    // the login form's (at most 4 KiB), or an endpoint's within its own limit
   std::string client;  // remote address, for rate limiting and the access log

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,11 +29,17 @@ class UpstreamSocket {
   explicit UpstreamSocket(UniqueFd fd) : fd_(std::move(fd)) {}
   explicit operator bool() const { return fd_ || parked_; }
   bool reused() const { return parked_ != nullptr; }
+  // Parked by a connection of the calling thread. A pool should hand such a one out first: the
+  // listener's io threads each have a loop of their own, and one parked by another thread is
+  // re-registered before use (two epoll_ctl and an ioctl, about one proxied request in two with
+  // two io threads). A hint only: any parked socket works on any thread.
+  bool parked_here() const;
 
  private:
   friend class ProxyExchange;
   UniqueFd fd_;
   std::shared_ptr<void> parked_;  // the exchange's descriptor (proxy_exchange.cpp)
+  const void* parked_on_ = nullptr;  // the parking thread's marker (proxy_exchange.cpp)
 };
 
 struct ProxyOutcome {
@@ -81,9 +88,11 @@ struct ProxyDecision {  // exactly one of the two (an answer wins; an upstream b
 };
 
 struct ProxyRoute {
-  // On the io thread with the request head; must be quick (an in-memory lookup). A request it
-  // claims skips the endpoints, the handler and the body limit.
-  std::function<bool(const Request& head)> claims;
+  // On the io thread with the request-target alone (as sent), for every request no endpoint owns;
+  // must be quick (an in-memory lookup). The target is all it gets so that a request it declines
+  // (every static page) costs no copy of its head. A request it claims skips the endpoints, the
+  // handler and the body limit.
+  std::function<bool(std::string_view target)> claims;
   // With the head (body not read yet). Must call `reply` exactly once, from any thread, possibly
   // seconds later (an app waking up); a reply after the Server is destroyed is dropped (its
   // upstream's done still runs). The connection waits at most decide_timeout, then answers 504.

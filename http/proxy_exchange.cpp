@@ -20,6 +20,7 @@ namespace kiln::server::http {
 namespace {
 constexpr std::size_t kPooledChunks = 16;
 thread_local std::vector<std::unique_ptr<char[]>> chunk_pool;
+thread_local const char t_this_thread = 0;  // its address tells the threads apart (parked_here)
 
 // A finished exchange's descriptor, still registered with its Server's io loop. Dropped after
 // that Server is gone, it must not touch the loop (even release() would): the socket is closed
@@ -41,6 +42,8 @@ struct Parked {
   }
 };
 }  // namespace
+
+bool UpstreamSocket::parked_here() const { return parked_ && parked_on_ == &t_this_thread; }
 
 std::unique_ptr<char[]> ProxyExchange::Chunk::take() {
   if (chunk_pool.empty()) return std::make_unique_for_overwrite<char[]>(kChunk);
@@ -277,6 +280,7 @@ void ProxyExchange::conclude(Handoff how) {
     beast::error_code ec;
     upstream_.cancel(ec);
     outcome_.reusable.parked_ = std::make_shared<Parked>(s_->srv_.proxy_gate, std::move(upstream_));
+    outcome_.reusable.parked_on_ = &t_this_thread;
   } else if (!upstream_closed_) {
     close_upstream();
   }

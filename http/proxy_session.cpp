@@ -5,13 +5,14 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 
 #include "http/proxy_exchange.h"
 
 namespace kiln::server::http {
 
 namespace {
+
+thread_local Session* g_deciding = nullptr;  // see start_proxy
 
 // A decision on its way to the connection. If its upstream is never used (the connection went
 // away, the decision came too late or twice), its `done` still runs, once.
@@ -44,6 +45,13 @@ void Session::start_proxy(Request head) {
     self->fail(504, "The app did not become ready in time.");
   });
   std::weak_ptr<Session> weak = self;
+  // Set while decide() runs on this connection's thread: a reply made inside it is this
+  // connection's own, on its own thread, with nothing of it in progress.
+  struct Deciding {
+    Session* prev;
+    explicit Deciding(Session* s) : prev(g_deciding) { g_deciding = s; }
+    ~Deciding() { g_deciding = prev; }
+  } deciding(this);
   route.decide(head, [weak, gate = srv_.proxy_gate, replied](ProxyDecision d) {
     auto pending = std::make_shared<PendingDecision>(std::move(d));  // released after the lock below
     if (replied->exchange(true)) return;
@@ -51,12 +59,12 @@ void Session::start_proxy(Request head) {
     if (!gate->open) return;
     auto s = weak.lock();
     if (!s) return;
-    auto ex = s->executor();
-    auto* strand = ex.target<net::strand<net::io_context::executor_type>>();
-    if (strand && strand->running_in_this_thread()) {
-      // Decided at once on the connection's own strand (the common case): no trip through the
-      // io loop, which would wake the other io thread. The loop runs, so the server is alive;
-      // and the exchange may drop a pooled socket, which takes the gate: let it go first.
+    if (g_deciding == s.get()) {
+      // Decided at once, inside start_proxy (the common case: a public app, or a cookie, for an
+      // app that runs): no trip through the io loop. (This looked for the connection's strand,
+      // which connections lost with their io_context of their own, so every reply was posted.)
+      // The loop runs, so the server is alive; and the exchange may drop a pooled socket, which
+      // takes the gate: let it go first.
       lock.unlock();
       return s->on_decision(pending->decision);
     }

@@ -97,8 +97,13 @@ void decide_now(Supervisor& supervisor, const http::RouterContext& ctx, const ht
 http::ProxyRoute app_route(Supervisor& supervisor, const http::RouterContext& ctx) {
   auto queue = std::make_shared<WorkQueue>(4);
   http::ProxyRoute route;
-  route.claims = [&supervisor](const http::Request& head) {
-    const std::string name = app_name_of(head.target);
+  route.claims = [&supervisor](std::string_view target) {
+    // Asked for every request, every static page included: a name sent without escapes is the
+    // name as decoded, so when no app has it the answer is no without decoding the whole target.
+    if (!target.starts_with("/a/")) return false;
+    std::string_view sent = target.substr(3, target.find_first_of("/?", 3) - 3);
+    if (sent.find('%') == std::string_view::npos && !supervisor.is_app(sent)) return false;
+    const std::string name = app_name_of(target);
     return !name.empty() && supervisor.is_app(name);
   };
   route.decide = [&supervisor, &ctx, queue](const http::Request& head,

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,7 +83,9 @@ struct Supervisor::Impl : std::enable_shared_from_this<Supervisor::Impl> {
   mutable std::mutex mu;  // the map, threads
   std::map<std::string, std::shared_ptr<App>, std::less<>> apps;
   std::set<std::string, std::less<>> app_names;  // is_app() reads this under names_mu
-  mutable std::mutex names_mu;
+  // Shared for is_app(): every request to kiln serve asks it, from both io threads at once, and
+  // an exclusive lock made them queue behind each other; it changes only when an app comes or goes.
+  mutable std::shared_mutex names_mu;
 
   std::mutex threads_mu;
   std::vector<std::jthread> threads;  // lifecycle and schedule work, joined at shutdown

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -336,7 +337,7 @@ void Supervisor::shutdown() {
 }
 
 bool Supervisor::is_app(std::string_view name) const {
-  std::lock_guard lock(impl_->names_mu);
+  std::shared_lock lock(impl_->names_mu);
   return impl_->app_names.contains(name);
 }
 
@@ -380,8 +381,12 @@ void Supervisor::acquire(const std::string& name, std::function<void(Upstream)> 
   if (app->state == AppState::running) {
     http::UpstreamSocket fd;
     if (!app->idle_fds.empty()) {
-      fd = std::move(app->idle_fds.back());
-      app->idle_fds.pop_back();
+      // The latest socket this io thread parked, else the latest of any (see parked_here).
+      auto mine = std::find_if(app->idle_fds.rbegin(), app->idle_fds.rend(),
+                               [](const http::UpstreamSocket& s) { return s.parked_here(); });
+      auto pick = mine == app->idle_fds.rend() ? app->idle_fds.end() - 1 : std::prev(mine.base());
+      fd = std::move(*pick);
+      app->idle_fds.erase(pick);
     }
     ++app->in_flight;
     const int wait_s = int(app->config.request_timeout_s);

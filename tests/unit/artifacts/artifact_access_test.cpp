@@ -1,5 +1,9 @@
 // Access decisions: public, password (Argon2id, cookies, rate limit), invite (tokens, revoke,
 // expiry), artifact expiry, and that no password or token is ever stored in clear.
+#include <sodium.h>
+
+#include <cstring>
+
 #include "artifact_test_support.h"
 
 using namespace kiln;
@@ -454,4 +458,74 @@ TEST_CASE("admit_cookie agrees with check_access on every cookie, against rules 
   // Unpublishing ends it all.
   REQUIRE(f.store->unpublish("guests", std::nullopt).has_value());
   CHECK_FALSE(agree("guests", std::nullopt, bob));
+}
+
+namespace {
+
+std::string b64url(std::string_view bytes) {
+  std::string out(sodium_base64_ENCODED_LEN(bytes.size(), sodium_base64_VARIANT_URLSAFE_NO_PADDING), '\0');
+  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+                    sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+// A cookie signed the way the store signed them before it kept its keyed HMAC state: the one-shot
+// crypto_auth_hmacsha256 with the 32 bytes of serve.key.
+std::string sign_by_hand(const std::string& key, const std::string& payload) {
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(mac, reinterpret_cast<const unsigned char*>(payload.data()), payload.size(),
+                         reinterpret_cast<const unsigned char*>(key.data()));
+  return b64url(payload) + "." + b64url(std::string_view(reinterpret_cast<char*>(mac), sizeof mac));
+}
+
+std::string payload_of(const std::string& cookie) {
+  std::string enc = cookie.substr(0, cookie.find('.'));
+  std::string out(enc.size(), '\0');
+  std::size_t len = 0;
+  REQUIRE(sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), enc.data(), enc.size(), nullptr,
+                            &len, nullptr, sodium_base64_VARIANT_URLSAFE_NO_PADDING) == 0);
+  out.resize(len);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cookie MACs are HMAC-SHA256 with serve.key: cookies signed before stay valid, any other field layout is refused") {
+  Fixture f;
+  f.publish(protected_site(f, "correct horse"));
+  auto ok = f.store->check_access("site", std::nullopt, with_password("correct horse"));
+  REQUIRE(ok.set_cookie);
+  const std::string cookie = *ok.set_cookie;
+  const std::string key = read_file(f.state.path + "/serve.key");
+  REQUIRE(key.size() == 32);
+  const std::string payload = payload_of(cookie);
+  // What the store issues is exactly the one-shot HMAC of its payload.
+  CHECK(sign_by_hand(key, payload) == cookie);
+  auto admitted = [&](const std::string& c) {
+    auto rules = f.store->access_rules("site");
+    REQUIRE(rules);
+    REQUIRE(*rules);
+    return f.store->admit_cookie(**rules, std::nullopt, c).has_value();
+  };
+  CHECK(admitted(cookie));
+  CHECK(f.store->check_access("site", std::nullopt, with_cookie(cookie)).outcome == AccessOutcome::allowed);
+  // Correctly signed, but not the five fields k1, name, kind, expires, generation as written.
+  const auto nl = payload.rfind('\n');
+  for (const std::string& odd : {payload + "\n1", payload.substr(0, nl), payload.substr(0, nl) + "\n+" + payload.substr(nl + 1),
+                                 payload.substr(0, nl) + "\n" + payload.substr(nl + 1) + "x", "k2" + payload.substr(2),
+                                 payload.substr(0, nl) + "\n"}) {
+    INFO(odd);
+    CHECK_FALSE(admitted(sign_by_hand(key, odd)));
+    CHECK(f.store->check_access("site", std::nullopt, with_cookie(sign_by_hand(key, odd))).outcome ==
+          AccessOutcome::need_login);
+  }
+  // The right layout under another key is refused.
+  std::string other_key(32, 'k');
+  CHECK_FALSE(admitted(sign_by_hand(other_key, payload)));
+  // A MAC one byte short, or with a byte more, is refused.
+  const std::string mac_part = cookie.substr(cookie.find('.') + 1);
+  CHECK_FALSE(admitted(cookie.substr(0, cookie.size() - 2)));
+  CHECK_FALSE(admitted(cookie + "AA"));
+  CHECK_FALSE(admitted(cookie.substr(0, cookie.find('.') + 1) + mac_part + mac_part));
 }

@@ -62,7 +62,7 @@ struct Proxy {
     o.listen = "127.0.0.1:0";
     o.io_threads = 1;  // a hung upstream must not stall the one io thread
     ProxyRoute route;
-    route.claims = [](const Request& r) { return r.target.starts_with("/a/"); };
+    route.claims = [](std::string_view target) { return target.starts_with("/a/"); };
     route.decide = [this](const Request& r, std::function<void(ProxyDecision)> reply) { decide(r, std::move(reply)); };
     o.proxy = route;
     if (tune) tune(o);
