@@ -27,7 +27,7 @@ CLI::App& McpCommand::configure(CLI::App& app) {
 
 int McpCommand::run(const GlobalOptions& global) {
   server::block_termination_signals();  // before the first thread, see stdio_transport.h
-  // The stores open while the first message, `initialize`, is answered; every other message waits
+  // The stores open once the first message, `initialize`, is answered; every other message waits
   // for them, and a failure to open them still ends the process with 1 and the reason on stderr.
   auto runtime = prepare_mcp_runtime(
       {global.state_dir, options_.workspace, options_.allow_unsandboxed, options_.sandbox_idle_s, options_.ceilings});

@@ -20,7 +20,7 @@ struct McpRuntimeOptions {
   sandbox::HostCeilings ceilings;  // --max-sandboxes, --max-sandbox-memory-mb, ... (0: this host's default)
 };
 
-// The runtime in two steps, for a transport that answers `initialize` while the stores open
+// The runtime in two steps, for a transport that answers `initialize` before the stores open
 // (kiln mcp): `context` exists at once, and a session may be made on it and answer `initialize`
 // (which reads no state); open() opens the stores, marks the runs of dead servers interrupted,
 // starts the sandbox manager (which clears the cgroups of dead servers) and starts filling the

@@ -158,8 +158,8 @@ int run_stdio(ServerContext& server, const StdioOptions& options, std::function<
       while (auto frame = reader.next()) {
         out->set_mode(reader.mode());
         if (!opened) {
-          // `initialize` reads no state, so the first message may be answered while the runtime
-          // opens; anything else waits for it (and in order, this thread being the only reader).
+          // `initialize` reads no state, so the first message may be answered before the runtime
+          // is open; anything else waits for it (and in order, this thread being the only reader).
           std::optional<protocol::Message> early;
           if (frame->kind == protocol::Frame::Kind::message) early = protocol::classify(frame->payload);
           const auto* request = early ? std::get_if<protocol::Request>(&*early) : nullptr;

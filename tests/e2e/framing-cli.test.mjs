@@ -82,7 +82,7 @@ test('the SDK client closes the session cleanly', async () => {
   assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' });
 });
 
-// kiln mcp answers a leading `initialize` while its stores open (cli/mcp_runtime.h); the rest waits
+// kiln mcp answers a leading `initialize` before its stores open (cli/mcp_runtime.h); the rest waits
 // for them. A state whose database cannot be opened still ends the process with 1 and the reason,
 // and nothing but that `initialize` is answered.
 test('kiln mcp whose state database cannot be opened: exit 1, the reason on stderr, nothing served after initialize', async () => {
