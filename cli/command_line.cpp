@@ -2,6 +2,7 @@
 #include "cli/command_line.h"
 
 #include <cstdio>
+#include <string_view>
 
 #include "cli/artifacts_command.h"
 #include "cli/checkpoint_command.h"
@@ -30,33 +31,62 @@ CommandLine::CommandLine()
     : app_("Kiln: workspaces, sandboxed runs, traces and publishing for coding agents, over MCP") {
   app_.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
   app_.require_subcommand(1);
-  std::vector<std::unique_ptr<Command>> all;
-  all.push_back(std::make_unique<McpCommand>());
-  all.push_back(std::make_unique<RunCommand>());
-  all.push_back(std::make_unique<VerifyCommand>());
-  all.push_back(std::make_unique<SecretCommand>());
-  all.push_back(std::make_unique<ServeCommand>());
-  all.push_back(std::make_unique<TracesCommand>());
-  all.push_back(std::make_unique<PublishCommand>());
-  all.push_back(std::make_unique<ArtifactsCommand>());
-  all.push_back(std::make_unique<CheckpointCommand>());
-  all.push_back(std::make_unique<WorkspaceCommand>());
-  for (auto& c : all) {
+  all_.push_back(std::make_unique<McpCommand>());
+  all_.push_back(std::make_unique<RunCommand>());
+  all_.push_back(std::make_unique<VerifyCommand>());
+  all_.push_back(std::make_unique<SecretCommand>());
+  all_.push_back(std::make_unique<ServeCommand>());
+  all_.push_back(std::make_unique<TracesCommand>());
+  all_.push_back(std::make_unique<PublishCommand>());
+  all_.push_back(std::make_unique<ArtifactsCommand>());
+  all_.push_back(std::make_unique<CheckpointCommand>());
+  all_.push_back(std::make_unique<WorkspaceCommand>());
+}
+
+namespace {
+
+// The subcommand argv names when nothing but the shared options (cli/global_options.h) and their
+// values come before it; nullptr when anything else does (--help, --version, a typo), which the
+// parser with every subcommand declared then answers.
+Command* plainly_named(const std::vector<std::unique_ptr<Command>>& all, int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--state-dir" || a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (a.starts_with("--state-dir=") || a.starts_with("--log-level=")) continue;
+    for (const auto& c : all)
+      if (c->name() == a) return c.get();
+    return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void CommandLine::declare(int argc, const char* const* argv) {
+  if (declared_) return;
+  declared_ = true;
+  Command* only = plainly_named(all_, argc, argv);
+  for (auto& c : all_) {
+    if (only && c.get() != only) continue;
     CLI::App& sub = c->configure(app_);
-    commands_.push_back({std::move(c), &sub});
+    commands_.push_back({c.get(), &sub});
   }
   add_global_options(app_, global_);
 }
 
 std::optional<int> CommandLine::parse(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   selected_ = nullptr;
+  declare(argc, argv);
   try {
     app_.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app_.exit(e, out, err);
   }
   for (auto& r : commands_)
-    if (r.app->parsed()) selected_ = r.command.get();
+    if (r.app->parsed()) selected_ = r.command;
   return std::nullopt;
 }
 

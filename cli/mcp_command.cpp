@@ -2,8 +2,6 @@
 // it hangs up or a termination signal arrives.
 #include "cli/mcp_command.h"
 
-#include <cstdio>
-
 #include <CLI/CLI.hpp>
 
 #include "cli/ceiling_options.h"
@@ -29,13 +27,11 @@ CLI::App& McpCommand::configure(CLI::App& app) {
 
 int McpCommand::run(const GlobalOptions& global) {
   server::block_termination_signals();  // before the first thread, see stdio_transport.h
-  auto server = open_mcp_runtime(
+  // The stores open once the first message, `initialize`, is answered; every other message waits
+  // for them, and a failure to open them still ends the process with 1 and the reason on stderr.
+  auto runtime = prepare_mcp_runtime(
       {global.state_dir, options_.workspace, options_.allow_unsandboxed, options_.sandbox_idle_s, options_.ceilings});
-  if (!server) {
-    std::fprintf(stderr, "kiln: %s\n", server.error().message.c_str());
-    return 1;
-  }
-  return server::run_stdio(**server, options_.stdio);
+  return server::run_stdio(runtime.context, options_.stdio, std::move(runtime.open));
 }
 
 }  // namespace kiln::cli

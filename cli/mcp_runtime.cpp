@@ -5,6 +5,8 @@
 #include "cli/blob_owners.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "artifacts/artifact_store.h"
@@ -47,8 +49,10 @@ void fill_registry(ToolRegistry& registry, sandbox::SandboxManager& sandboxes, R
   registry.check_complete();
 }
 
-// Member order is construction order: the tracer needs the trace store, hub and sandboxes.
+// Member order is construction order: the tracer needs the trace store, hub and sandboxes. The
+// stores and the context exist from prepare_mcp_runtime on; the rest is made by open().
 struct Runtime {
+  McpRuntimeOptions options;
   std::unique_ptr<workspace::StateStore> store;
   std::unique_ptr<sandbox::SandboxManager> sandboxes;
   std::unique_ptr<traces::TraceStore> traces;
@@ -60,19 +64,15 @@ struct Runtime {
   ToolRegistry registry;
   ResourceProvider trace_family;
   std::unique_ptr<ServerContext> context;
+  bool opened = false;
+
+  Result<void> open();
 };
 
-}  // namespace
-
-Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
-  // Never destroyed: handlers that ignored cancellation may still hold references at exit.
-  static Runtime* rt = nullptr;
-  if (rt) return fail(Errc::internal, "the MCP runtime was opened twice");
-  auto owned = std::make_unique<Runtime>();
-
-  auto store = workspace::StateStore::open(options.state_dir);  // makes the state dir (0700)
-  if (!store) return std::unexpected(store.error());
-  owned->store = std::move(*store);
+Result<void> Runtime::open() {
+  if (opened) return fail(Errc::internal, "the MCP runtime was opened twice");
+  opened = true;
+  if (auto r = store->open_database(); !r) return r;  // makes the state dir (0700)
 
   sandbox::ManagerOptions sandbox_options;
   sandbox_options.state_dir = options.state_dir;
@@ -80,35 +80,55 @@ Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
   sandbox_options.allow_unsandboxed = options.allow_unsandboxed;
   sandbox_options.idle_timeout = std::chrono::seconds(options.sandbox_idle_s);
   sandbox_options.ceilings = options.ceilings;
-  owned->sandboxes = std::make_unique<sandbox::SandboxManager>(sandbox_options);
+  sandboxes = std::make_unique<sandbox::SandboxManager>(sandbox_options);
 
   // Opening the trace store also marks runs of dead servers as interrupted.
-  auto traces = traces::TraceStore::open(options.state_dir);
-  if (!traces) return std::unexpected(traces.error());
-  owned->traces = std::move(*traces);
-  owned->tracer = std::make_unique<RunTracer>(*owned->traces, &owned->trace_hub, owned->sandboxes.get());
-  owned->service_host = std::make_unique<services::ServiceHost>(*owned->sandboxes, owned->tracer.get(), options.state_dir);
+  if (auto r = traces->open_database(); !r) return r;
+  tracer = std::make_unique<RunTracer>(*traces, &trace_hub, sandboxes.get());
+  service_host = std::make_unique<services::ServiceHost>(*sandboxes, tracer.get(), options.state_dir);
 
   auto owners = open_blob_owners(options.state_dir);
   if (!owners) return std::unexpected(owners.error());
-  owned->artifacts = std::move(owners->artifacts);
-  owned->checkpoints = std::move(owners->checkpoints);
-  owned->tracer->set_checkpoints(owned->checkpoints.get());
+  artifacts = std::move(owners->artifacts);
+  checkpoints = std::move(owners->checkpoints);
+  tracer->set_checkpoints(checkpoints.get());
 
-  rt = owned.release();
-  // Parsing and checking the tool schemas takes longer than answering `initialize`; do it
-  // meanwhile (tools/list and tools/call wait for it).
-  rt->registry.populate_in_background([file = options.ceilings.network_allow_file](ToolRegistry& r) {
-    fill_registry(r, *rt->sandboxes, rt->tracer.get(), rt->service_host.get(), rt->artifacts.get(), file);
+  // Parsing and checking the tool schemas takes longer than opening the stores; do it meanwhile
+  // (tools/list and tools/call wait for it).
+  registry.populate_in_background([this, file = options.ceilings.network_allow_file](ToolRegistry& r) {
+    fill_registry(r, *sandboxes, tracer.get(), service_host.get(), artifacts.get(), file);
   });
+  return {};
+}
+
+}  // namespace
+
+PendingMcpRuntime prepare_mcp_runtime(const McpRuntimeOptions& options) {
+  // Never destroyed: handlers that ignored cancellation may still hold references at exit.
+  static Runtime* rt = nullptr;
+  if (rt) {
+    std::fputs("kiln: the MCP runtime was prepared twice\n", stderr);
+    std::abort();
+  }
+  rt = new Runtime;
+  rt->options = options;
+  rt->store = workspace::StateStore::unopened(options.state_dir);
+  rt->traces = traces::TraceStore::unopened(options.state_dir);
+  // Sessions watch the trace family from their start; it reads the trace store only when asked.
+  rt->trace_family = trace_resources(*rt->traces, &rt->trace_hub);
   rt->context = std::make_unique<ServerContext>(ServerContext{*rt->store, rt->registry, {}});
   ServerContext& server = *rt->context;
   server.options.startup_workspace = options.startup_workspace;
   server.options.allow_unsandboxed = options.allow_unsandboxed;
   server.options.sandbox_idle_s = options.sandbox_idle_s;
-  rt->trace_family = trace_resources(*rt->traces, &rt->trace_hub);
   server.resources.push_back(&rt->trace_family);
-  return &server;
+  return {server, [] { return rt->open(); }};
+}
+
+Result<ServerContext*> open_mcp_runtime(const McpRuntimeOptions& options) {
+  auto pending = prepare_mcp_runtime(options);
+  if (auto r = pending.open(); !r) return std::unexpected(r.error());
+  return &pending.context;
 }
 
 }  // namespace kiln::cli

@@ -4,11 +4,14 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <utility>
 
+#include "core/unique_fd.h"
 #include "db/migrate.h"
 #include "db/statement.h"
 #include "db/statement_cache.h"
@@ -23,9 +26,29 @@ bool is_wal(Database& db) {
   return row && *row && mode.text(0) == "wal";
 }
 
+// A new database is made by one process at a time. Its switch to WAL needs the file to itself, and
+// SQLite answers SQLITE_BUSY at once (the busy timeout does not cover it) when another process
+// reads or switches the same new file: two `kiln mcp` starting on a fresh state directory lost one
+// of them to "database is locked" about once in twenty starts. The turn is an flock of the
+// database's folder: it waits without polling and goes with a process that dies. Without the folder
+// (it cannot be opened) there is no turn, as before.
+UniqueFd take_turn(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  UniqueFd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return fd;
+  while (::flock(fd.get(), LOCK_EX) != 0)
+    if (errno != EINTR) return UniqueFd();
+  return fd;
+}
+
 }  // namespace
 
 Result<Database> Database::open(const std::string& path, const OpenOptions& options) {
+  // Held while this process may be the one making the database (see take_turn): from the start when
+  // the file is missing or empty, else only if it is found not yet in WAL mode.
+  UniqueFd turn;
+  if (struct stat st {}; ::stat(path.c_str(), &st) != 0 || st.st_size == 0) turn = take_turn(path);
   if (options.private_file) {
     if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) {
       ::fchmod(fd, 0600);
@@ -45,8 +68,10 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opti
   if (auto r = db.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"); !r) return std::unexpected(r.error());
   // journal_mode=WAL persists in the file, so only a new database needs the switch (a write).
   if (!is_wal(db)) {
-    // Two processes creating the database at once: the loser's switch may fail, the winner's holds.
-    if (auto r = db.exec("PRAGMA journal_mode=WAL;"); !r && !is_wal(db)) return std::unexpected(r.error());
+    if (!turn) turn = take_turn(path);
+    if (!is_wal(db)) {
+      if (auto r = db.exec("PRAGMA journal_mode=WAL;"); !r && !is_wal(db)) return std::unexpected(r.error());
+    }
   }
   if (auto r = migrate(db, options.schema); !r) return std::unexpected(r.error());
   return db;

@@ -1,6 +1,7 @@
 // The stdio transport: a reader thread de-frames stdin (blocking reads work for pipes, files and
-// terminals alike), a mutex serialises whole frames onto stdout, and the main thread waits for
-// EOF or a termination signal and then shuts the session down.
+// terminals alike), a mutex serialises whole frames onto stdout, and the main thread opens the
+// runtime once `initialize` is answered (kiln mcp), then waits for EOF or a termination signal and
+// shuts the session down.
 #include "mcp/stdio_transport.h"
 
 #include <pthread.h>
@@ -12,7 +13,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <variant>
 
 #include <spdlog/spdlog.h>
 
@@ -40,10 +43,58 @@ class StdoutOutbound final : public Outbound {
     if (!write_all(STDOUT_FILENO, frame)) broken_ = true;
   }
 
+  // Nothing more goes out; a frame being written is finished first.
+  void seal() {
+    std::lock_guard lock(mu_);
+    broken_ = true;
+  }
+
  private:
   std::mutex mu_;
   std::atomic<Framing> mode_{Framing::ndjson};
   bool broken_ = false;
+};
+
+// Until the runtime is open the reader passes on only a leading `initialize` (see run_stdio).
+// The runtime opens once that is answered, so on a busy machine opening it never delays the
+// answer; anything else the reader holds then waits for it.
+class StartupGate {
+ public:
+  // The reader (or the end of input, or a signal): the runtime may open now.
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait_released() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return released_; });
+  }
+  // Lets the opener start, then blocks until it settled; whether the runtime opened.
+  bool wait() {
+    std::unique_lock lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return state_ != State::opening; });
+    return state_ == State::open;
+  }
+  void settle(bool opened) {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+      state_ = opened ? State::open : State::failed;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  enum class State { opening, open, failed };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  State state_ = State::opening;
 };
 
 struct StopSignal {
@@ -82,7 +133,7 @@ void block_termination_signals() {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 }
 
-int run_stdio(ServerContext& server, const StdioOptions& options) {
+int run_stdio(ServerContext& server, const StdioOptions& options, std::function<Result<void>()> open_runtime) {
   // Termination signals are taken synchronously by one thread; every thread created after this
   // inherits the blocked mask (main blocks them even earlier, before its first thread).
   block_termination_signals();
@@ -92,21 +143,37 @@ int run_stdio(ServerContext& server, const StdioOptions& options) {
   auto out = std::make_shared<StdoutOutbound>();
   auto session = std::make_shared<Session>(server, out);
   auto stop = std::make_shared<StopSignal>();
+  auto gate = std::make_shared<StartupGate>();
+  if (!open_runtime) gate->settle(true);
 
-  std::thread([stop, sigs] {
-    int sig = 0;
-    if (sigwait(&sigs, &sig) == 0) stop->raise(sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
-  }).detach();
-
-  std::thread([session, out, stop, max = options.max_message_bytes] {
+  std::thread([session, out, stop, gate, max = options.max_message_bytes] {
     protocol::FrameReader reader(max);
     std::vector<char> buf(1 << 16);
+    bool opened = false;  // the gate said so once: no more waiting
+    bool first = true;
     for (;;) {
       ssize_t n = read_some(STDIN_FILENO, buf.data(), buf.size());
       if (n <= 0) break;
       reader.feed(std::string_view(buf.data(), std::size_t(n)));
       while (auto frame = reader.next()) {
         out->set_mode(reader.mode());
+        if (!opened) {
+          // `initialize` reads no state, so the first message may be answered before the runtime
+          // is open; anything else waits for it (and in order, this thread being the only reader).
+          std::optional<protocol::Message> early;
+          if (frame->kind == protocol::Frame::Kind::message) early = protocol::classify(frame->payload);
+          const auto* request = early ? std::get_if<protocol::Request>(&*early) : nullptr;
+          if (!(first && request && request->method == "initialize")) {
+            if (!gate->wait()) return;  // the main thread reports why and ends the process
+            opened = true;
+          }
+          first = false;
+          if (early) {
+            session->handle_message(std::move(*early));
+            gate->release();  // answered (inline): the runtime may open now
+            continue;
+          }
+        }
         switch (frame->kind) {
           case protocol::Frame::Kind::message:
             session->handle_payload(frame->payload);
@@ -123,8 +190,31 @@ int run_stdio(ServerContext& server, const StdioOptions& options) {
       }
     }
     stop->raise("end of input");
+    gate->release();
   }).detach();
 
+  // After the reader: it is what the client waits for.
+  std::thread([stop, gate, sigs] {
+    int sig = 0;
+    if (sigwait(&sigs, &sig) == 0) stop->raise(sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+    gate->release();
+  }).detach();
+
+  if (open_runtime) {
+    // Opened even if the client leaves before saying anything: a start still marks the runs of
+    // dead servers interrupted and clears their cgroups, as it always did.
+    gate->wait_released();
+    auto opened = open_runtime();
+    if (!opened) {
+      out->seal();  // an `initialize` answer being written is finished, nothing follows it
+      std::fprintf(stderr, "kiln: %s\n", opened.error().message.c_str());
+      gate->settle(false);
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);
+      kiln::fast_exit(1);
+    }
+    gate->settle(true);
+  }
   {
     std::unique_lock lock(stop->mu);
     stop->cv.wait(lock, [&] { return stop->stop; });

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+
+#include "core/error.h"
 
 #include "mcp/session.h"
 
@@ -18,6 +21,14 @@ struct StdioOptions {
 void block_termination_signals();
 
 // Serves until stdin closes or SIGTERM/SIGINT/SIGHUP arrives; returns the process exit code.
-int run_stdio(ServerContext& server, const StdioOptions& options);
+//
+// `open_runtime`, when given, opens what `server` needs beyond answering `initialize` (its stores,
+// interrupted runs, stale cgroups; cli/mcp_runtime.h), so the client's wait for that answer does
+// not include it. It runs on the calling thread once the reader has answered a leading
+// `initialize` (or holds another message, or input ended, or a signal came). Every message but
+// that `initialize` waits until it has returned; if it fails, its error goes to stderr
+// ("kiln: ...") and the process exits with 1 before any other message is handled.
+int run_stdio(ServerContext& server, const StdioOptions& options,
+              std::function<Result<void>()> open_runtime = {});
 
 }  // namespace kiln::server

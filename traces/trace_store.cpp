@@ -87,6 +87,17 @@ Error not_found(const std::string& id) {
 }  // namespace
 
 Result<std::unique_ptr<TraceStore>> TraceStore::open(const std::string& state_dir) {
+  auto store = unopened(state_dir);
+  if (auto r = store->open_database(); !r) return std::unexpected(r.error());
+  return store;
+}
+
+std::unique_ptr<TraceStore> TraceStore::unopened(const std::string& state_dir) {
+  return std::unique_ptr<TraceStore>(new TraceStore(state_dir));
+}
+
+Result<void> TraceStore::open_database() {
+  const std::string& state_dir = dir_;
   std::error_code ec;
   std::filesystem::create_directories(state_dir + "/traces", ec);
   if (ec) {
@@ -96,7 +107,6 @@ Result<std::unique_ptr<TraceStore>> TraceStore::open(const std::string& state_di
   // Commands, cwd and output of every run live here: for the user's eyes only.
   ::chmod(state_dir.c_str(), 0700);
   ::chmod((state_dir + "/traces").c_str(), 0700);
-  std::unique_ptr<TraceStore> store(new TraceStore(state_dir));
   static constexpr db::Migration kSchema[] = {
       {1,
        "CREATE TABLE IF NOT EXISTS traces ("
@@ -121,9 +131,12 @@ Result<std::unique_ptr<TraceStore>> TraceStore::open(const std::string& state_di
   auto db = db::Database::open(state_dir + "/traces.db",
                                {.label = "trace", .busy_timeout_ms = 5000, .private_file = true, .schema = kSchema});
   if (!db) return std::unexpected(db.error());
-  store->db_ = std::move(*db);
-  if (auto r = store->mark_orphans_interrupted(); !r) return std::unexpected(r.error());
-  return store;
+  {
+    std::lock_guard lock(mu_);
+    db_ = std::move(*db);
+  }
+  if (auto r = mark_orphans_interrupted(); !r) return std::unexpected(r.error());
+  return {};
 }
 
 std::string TraceStore::clean(std::string_view s) const { return scrub_ ? scrub_(s) : std::string(s); }

@@ -140,6 +140,11 @@ class TraceStore {
   // Creates <state_dir> (0700) and <state_dir>/traces.db (0600), migrates the schema, and marks
   // interrupted the running records of processes that are gone.
   static Result<std::unique_ptr<TraceStore>> open(const std::string& state_dir);
+  // open() in two steps, for a server that answers before its stores are open (`kiln mcp`): the
+  // object exists at once, open_database() does all that open() does (interrupted runs included);
+  // nothing else may be called before it succeeded.
+  static std::unique_ptr<TraceStore> unopened(const std::string& state_dir);
+  Result<void> open_database();
   TraceStore(const TraceStore&) = delete;
   TraceStore& operator=(const TraceStore&) = delete;
 

@@ -55,10 +55,19 @@ std::string now_iso8601() {
 }
 
 Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& state_dir) {
+  auto store = unopened(state_dir);
+  if (auto r = store->open_database(); !r) return std::unexpected(r.error());
+  return store;
+}
+
+std::unique_ptr<StateStore> StateStore::unopened(const std::string& state_dir) {
+  return std::unique_ptr<StateStore>(new StateStore(state_dir));
+}
+
+Result<void> StateStore::open_database() {
   // The one check and narrowing of the state directory (state_dir.h): a second chmod here would
   // narrow a folder that check refuses to touch.
-  if (auto ok = secure_state_dir(state_dir); !ok) return std::unexpected(ok.error());
-  std::unique_ptr<StateStore> store(new StateStore(state_dir));
+  if (auto ok = secure_state_dir(dir_); !ok) return std::unexpected(ok.error());
   // Versioned with user_version so later layers add tables without touching existing ones.
   static constexpr db::Migration kSchema[] = {
       {1,
@@ -66,10 +75,11 @@ Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& state_di
        "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, root TEXT NOT NULL UNIQUE,"
        "  created_at TEXT NOT NULL, last_opened_at TEXT NOT NULL);"},
   };
-  auto db = db::Database::open(state_dir + "/kiln.db", {.label = "state", .busy_timeout_ms = 10000, .schema = kSchema});
+  auto db = db::Database::open(dir_ + "/kiln.db", {.label = "state", .busy_timeout_ms = 10000, .schema = kSchema});
   if (!db) return std::unexpected(db.error());
-  store->db_ = std::move(*db);
-  return store;
+  std::lock_guard lock(mu_);
+  db_ = std::move(*db);
+  return {};
 }
 
 Result<WorkspaceRecord> StateStore::open_workspace(const std::string& root, const std::string& wanted_name,

@@ -31,6 +31,11 @@ class StateStore {
  public:
   // Creates the directory (0700) and the database if missing, and migrates the schema.
   static Result<std::unique_ptr<StateStore>> open(const std::string& state_dir);
+  // open() in two steps, for a server that answers before its stores are open (`kiln mcp`): the
+  // object exists at once, open_database() does what open() does; nothing else may be called
+  // before it succeeded.
+  static std::unique_ptr<StateStore> unopened(const std::string& state_dir);
+  Result<void> open_database();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
