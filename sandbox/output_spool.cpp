@@ -94,7 +94,14 @@ void OutputSpool::append(std::string_view data) {
   }
   total_ += data.size();
   if (tail_keep_ == 0) return;
-  tail_.append(data.size() > tail_keep_ ? data.substr(data.size() - tail_keep_) : data);
+  // The tail must stay the stream's last bytes: read() serves offsets from it by position. A chunk
+  // at least as long as the kept tail replaces it (appending only the chunk's end to the old tail
+  // left a gap, and pages starting in it got bytes from earlier in the stream).
+  if (data.size() >= tail_keep_) {
+    tail_.assign(data.substr(data.size() - tail_keep_));
+    return;
+  }
+  tail_.append(data);
   if (tail_.size() > 2 * tail_keep_) tail_.erase(0, tail_.size() - tail_keep_);
 }
 
@@ -121,6 +128,9 @@ void OutputSpool::seed_from(const OutputSpool& src) {
     }
     if (std::uint64_t(in) < want) {
       write_error_ = errno ? errno : EIO;
+      // As append does: a disk that filled gets the partial copy back, so the run's record can
+      // still be written and the next run can start.
+      if (write_error_ == ENOSPC || write_error_ == EDQUOT) (void)::ftruncate(fd_.get(), 0);
       fd_.reset();
     }
   } else if (fd_) {

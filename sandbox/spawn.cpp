@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "core/fd_io.h"
+#include "core/signal_reset.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -57,8 +58,8 @@ struct ChildPlan {
   // its sigwait thread); a child must start with a clean slate.
   sigset_t none;
   sigemptyset(&none);
-  for (int s = 1; s < NSIG; ++s)
-    if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
+  // Through the raw syscall: glibc's signal() cannot reset 32 and 33 (core/signal_reset.h).
+  reset_all_signal_dispositions();
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   for (std::size_t i = 0; i < p->ncgroup; ++i)
     if (::write(p->cgroup_fds[i], "0", 1) != 1) die(errno);

@@ -5,6 +5,8 @@
 
 #include <csignal>
 
+#include "core/signal_reset.h"
+
 namespace kiln::helper {
 
 // SIGPIPE: a write to a closed status pipe or control socket must fail, not kill the helper.
@@ -13,8 +15,8 @@ inline constexpr int kHelperIgnoredSignals[] = {SIGPIPE};
 // At start: every disposition back to the default (whoever started the helper may have ignored
 // some, and an ignored signal would reach the commands), then the helper's own list ignored.
 inline void ignore_helper_signals() {
-  for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  // Through the raw syscall: glibc's signal() cannot reset 32 and 33 (core/signal_reset.h).
+  reset_all_signal_dispositions();
   for (int sig : kHelperIgnoredSignals) ::signal(sig, SIG_IGN);
 }
 

@@ -365,6 +365,11 @@ void Supervisor::kill_exec(const nlohmann::json& j) {
   ExecRecord& rec = it->second;
   // Once the command itself is reaped its pid may be reused, so its session no longer names it.
   signal_exec_tree(rec.shepherd, rec.exited ? 0 : rec.child, sig);
+  // The shepherd too, once its tree is dead: a command may have stopped it (SIGSTOP, same uid),
+  // or stopped the spare that took this exec before it forked, and a stopped shepherd never
+  // reports, so the exec would outlive its wall time. Its death is handled like any (reap):
+  // a command still unreaped passes to pid 1, which reports its exit; none forked is an error.
+  if (sig == SIGKILL && rec.shepherd > 0) ::kill(rec.shepherd, SIGKILL);
 }
 
 void Supervisor::accept_egress(ExecRecord& rec) {

@@ -44,6 +44,16 @@ TEST_CASE("a spool makes its folder and file with the first byte, keeps a tail a
   CHECK(s.write_error() == 0);
 }
 
+TEST_CASE("a chunk longer than the kept tail replaces it: every offset still reads its own byte") {
+  kiln::test::TempDir t;
+  OutputSpool s(t.path + "/run_3/stdout", 8);
+  s.append("abcde");
+  s.append("0123456789ABCDEF");  // longer than the tail: appending only its end left a gap
+  const std::string all = "abcde0123456789ABCDEF";
+  for (std::size_t i = 0; i < all.size(); ++i) CHECK(s.read(i, 1) == all.substr(i, 1));
+  CHECK(s.tail(8).text == "89ABCDEF");
+}
+
 TEST_CASE("a spool whose file cannot be made keeps its tail and says why") {
   kiln::test::TempDir t;
   OutputSpool s(t.path + "/no/such/dir/stdout", 64);  // only the last folder is ever made
