@@ -2,8 +2,10 @@
 // Most runs write to one stream only; then the combined stream is that stream, and keeping a
 // second copy of every byte on disk (what a separate file cost) doubled the writes of a large
 // output. So the combined stream reads through to the one stream until the other one first
-// speaks; only then does it get a file of its own, seeded with the first stream's bytes (copied
-// in the kernel), and takes every later chunk itself.
+// speaks. From then on it is that stream's bytes so far (still read from its own spool, never
+// copied) followed by a file of its own that takes every later chunk of either stream: nothing is
+// copied when the second stream speaks, however large the first one has grown. The `output` file
+// therefore holds the interleaving from that moment on.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +32,15 @@ class CombinedOutput {
   int write_error() const;
 
  private:
-  const OutputSpool* single() const;  // with mu_ held: the one stream read through, or null
+  const OutputSpool& first() const { return first_ == 0 ? out_ : err_; }
 
   mutable std::mutex mu_;
   const OutputSpool& out_;
   const OutputSpool& err_;
   OutputSpool own_;
-  int first_ = -1;      // 0 stdout, 1 stderr: the stream that spoke first
-  bool mixed_ = false;  // both have spoken: own_ holds the interleaving
+  int first_ = -1;          // 0 stdout, 1 stderr: the stream that spoke first
+  bool mixed_ = false;      // both have spoken
+  std::uint64_t prefix_ = 0;  // once mixed: the first stream's bytes before the other spoke
 };
 
 }  // namespace kiln::sandbox

@@ -522,14 +522,21 @@ void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, co
     std::string text = fmt::format("the command could not be started (step '{}'{}): {}", m.value("step", "exec"),
                                    m.value("errno", 0) ? fmt::format(", {}", std::strerror(m.value("errno", 0))) : "",
                                    m.value("error", std::string("unknown error")));
+    bool stopped_by_us = false;
     {
       std::lock_guard lock(run->mu);
-      run->start_error = Error{Errc::invalid_argument, run->redactor ? run->redactor->redact(text) : text};
-      run->pending = StopReason::setup_failed;
+      // A kill kiln had already sent (a timeout, a cancel, process_kill) got there first: e.g. a
+      // shepherd the command had stopped before it could start the next exec. That is how the run
+      // ended, not a failure to start it.
+      stopped_by_us = run->pending.has_value();
+      if (!stopped_by_us) {
+        run->start_error = Error{Errc::invalid_argument, run->redactor ? run->redactor->redact(text) : text};
+        run->pending = StopReason::setup_failed;
+      }
       ++run->version;
       run->cv.notify_all();
     }
-    on_exited(run, std::nullopt, 0, 0, 0, 0);
+    on_exited(run, std::nullopt, stopped_by_us ? SIGKILL : 0, 0, 0, 0);
   }
 }
 

@@ -105,44 +105,6 @@ void OutputSpool::append(std::string_view data) {
   if (tail_.size() > 2 * tail_keep_) tail_.erase(0, tail_.size() - tail_keep_);
 }
 
-void OutputSpool::seed_from(const OutputSpool& src) {
-  std::scoped_lock lock(mu_, src.mu_);
-  if (total_ != 0 || src.total_ == 0) return;
-  if (!path_.empty()) open_file();
-  if (fd_ && src.fd_) {
-    const std::uint64_t want = src.total_;
-    off_t in = 0, out = 0;
-    bool by_buffer = false;
-    while (std::uint64_t(in) < want) {
-      ssize_t n = ::copy_file_range(src.fd_.get(), &in, fd_.get(), &out, std::size_t(want - std::uint64_t(in)), 0);
-      if (n > 0 || (n < 0 && errno == EINTR)) continue;
-      by_buffer = n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL);
-      break;
-    }
-    // No in-kernel copy between these files: through a buffer, from where it stopped.
-    char buf[65536];
-    while (by_buffer && std::uint64_t(in) < want) {
-      ssize_t got = pread_some(src.fd_.get(), buf, std::size_t(std::min<std::uint64_t>(sizeof buf, want - std::uint64_t(in))), in);
-      if (got <= 0 || !pwrite_all(fd_.get(), buf, std::size_t(got), in)) break;
-      in += got;
-    }
-    if (std::uint64_t(in) < want) {
-      write_error_ = errno ? errno : EIO;
-      // As append does: a disk that filled gets the partial copy back, so the run's record can
-      // still be written and the next run can start.
-      if (write_error_ == ENOSPC || write_error_ == EDQUOT) (void)::ftruncate(fd_.get(), 0);
-      fd_.reset();
-    }
-  } else if (fd_) {
-    // The source kept only its tail (its file failed): so does this copy.
-    write_error_ = src.write_error_ ? src.write_error_ : EIO;
-    fd_.reset();
-  }
-  total_ = src.total_;
-  std::string_view t = src.tail_;
-  if (tail_keep_ > 0) tail_.assign(t.size() > tail_keep_ ? t.substr(t.size() - tail_keep_) : t);
-}
-
 int OutputSpool::write_error() const {
   std::lock_guard lock(mu_);
   return write_error_;

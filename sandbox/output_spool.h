@@ -42,9 +42,6 @@ class OutputSpool {
   const std::string& path() const { return path_; }
   // The errno of the write that failed (ENOSPC: the state dir is full), 0 while all was written.
   int write_error() const;
-  // Makes this (still empty) spool hold everything `src` holds so far: its file's bytes copied in
-  // the kernel (copy_file_range), its tail. For a combined stream that begins as one stream's.
-  void seed_from(const OutputSpool& src);
 
  private:
   void open_file();  // with mu_ held

@@ -1,7 +1,7 @@
 // Issue 21's run output attacked (cases 20, 21, 30): each stream's file and the run's folder are
 // made with the stream's first byte, and the combined stream (process_output "both") reads through
-// to the one stream that spoke until the other speaks, then is seeded with a copy of the first
-// stream's file. Judged on the host: the files of <state>/traces/<id>/ byte for byte, their modes,
+// to the one stream that spoke until the other speaks, then is that stream's bytes so far (read
+// from its file, not copied) followed by a file of its own. Judged on the host: the files of <state>/traces/<id>/ byte for byte, their modes,
 // and the state directory's free space.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -53,11 +53,16 @@ test('case 21: stderr first, then stdout, then stderr again, in binary: every fi
   assert.equal(r.exit_code, 0, r.out.slice(0, 400));
   const id = r.raw.structuredContent.trace_id;
   const dir = traceDir(k, id);
+  // The combined stream is stderr's bytes until stdout first speaks, read from stderr's own file,
+  // then the `output` file, which takes every chunk from that moment on: nothing is copied.
   const expect = {
     stdout: Buffer.concat([parts.a, Buffer.from('\n')]),
     stderr: Buffer.concat([parts.b, parts.c]),
-    output: Buffer.concat([parts.b, parts.a, parts.c, Buffer.from('\n')]),
+    output: Buffer.concat([parts.a, parts.c, Buffer.from('\n')]),
   };
+  const both = await readAll(k, r.raw.structuredContent.run_id, { stream: 'both', ms: 60000 });
+  assert.equal(both.last.next_offset, parts.b.length + parts.a.length + parts.c.length + 1,
+    `process_output "both" ends at ${both.last.next_offset}`);
   for (const [name, want] of Object.entries(expect)) {
     const p = path.join(dir, name);
     assert.ok(fs.existsSync(p), `${p} is missing`);
@@ -126,17 +131,20 @@ test('case 21: process_output pages of "both" after a chunk larger than its kept
     while (d < w.length && data[d] === w[d]) d++;
     assert.ok(data === w, `${stream}: ${data.length} bytes read, ${w.length} written; first wrong byte at offset ${d}: ${JSON.stringify(data.slice(d, d + 16))} instead of ${JSON.stringify(w.slice(d, d + 16))}`);
   }
-  // The file on disk was right all along: only the in-memory tail was wrong.
-  assert.equal(fs.readFileSync(path.join(traceDir(k, r.raw.structuredContent.trace_id), 'output'), 'latin1'), want.both);
+  // On disk the combined file holds the interleaving from the moment stderr first spoke; the 5000
+  // bytes before it are read from stdout's own file (nothing is copied).
+  const file = fs.readFileSync(path.join(traceDir(k, r.raw.structuredContent.trace_id), 'output'), 'latin1');
+  assert.ok(file === `E${'b'.repeat(61440)}`, `the output file holds ${file.length} bytes starting ${JSON.stringify(file.slice(0, 8))}`);
 });
 
-// ENOSPC while the combined stream is seeded: the state directory on a 40 MiB tmpfs (in a mount
-// namespace of kiln's own, so nothing on the host changes), the workspace elsewhere. The command
-// prints 30 MiB to stdout (it fits) and then one line to stderr: seeding "both" needs another
-// 30 MiB. A spool that hits ENOSPC cuts its file to nothing so that the run's record can still be
-// written (output_spool.cpp); the seeded copy must too, or one command leaves the state directory
-// full: its trace stays "running", and every later run is refused.
-test('case 20/30: a disk full while "both" is seeded gives the space back: the trace ends and the next run starts', { skip: isRoot ? false : 'needs root to mount a small tmpfs as the state directory' }, async () => {
+// A full disk when the combined stream takes over: the state directory on a 40 MiB tmpfs (in a
+// mount namespace of kiln's own, so nothing on the host changes), the workspace elsewhere. The
+// command prints 30 MiB to stdout (it fits) and then one line to stderr. An earlier version copied
+// the 30 MiB into the combined file at that moment and filled the disk; the combined stream now
+// reads those bytes from stdout's file, and a spool that hits ENOSPC cuts its file to nothing so
+// that the run's record can still be written (output_spool.cpp). Either way one command must not
+// leave the state directory full, its trace "running" and every later run refused.
+test('case 20/30: a disk full when "both" takes over leaves the space free: the trace ends and the next run starts', { skip: isRoot ? false : 'needs root to mount a small tmpfs as the state directory' }, async () => {
   const home = tempDir('kiln-sec-fullstate-');
   const wrapper = ['unshare', '-m', '--propagation', 'private', '/bin/sh', '-c',
     `mount -t tmpfs -o size=40m,mode=0700 kilnsec-full "${home}" && exec "$@"`, 'sh'];

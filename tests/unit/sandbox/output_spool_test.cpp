@@ -86,14 +86,17 @@ TEST_CASE("the combined stream is the one stream until the other speaks, then th
   CHECK(both.size() == all.size());
   CHECK(both.read(0, 1000) == all);
   CHECK(both.read(7, 7) == "line 2\n");
-  CHECK(slurp(dir + "/output") == all);
-  CHECK(both.bytes_on_disk() == all.size());
+  CHECK(both.read(12, 8) == "2\nwarnin");  // across the boundary of the first stream's prefix
+  for (std::size_t i = 0; i < all.size(); ++i) CHECK(both.read(i, 1) == all.substr(i, 1));
+  // Nothing of the prefix is copied: the file holds the interleaving from the moment stderr spoke.
+  CHECK(slurp(dir + "/output") == "warning\nline 3\n");
+  CHECK(both.bytes_on_disk() == 15);
   CHECK(out.size() == 21);
   CHECK(err.size() == 8);
   CHECK(both.write_error() == 0);
 }
 
-TEST_CASE("a combined stream seeded from a large first stream reads every byte back in order") {
+TEST_CASE("a combined stream after a large first stream reads every byte back in order, copying none") {
   kiln::test::TempDir t;
   const std::string dir = t.path + "/run_3";
   OutputSpool out(dir + "/stdout", 64 * 1024), err(dir + "/stderr", 64 * 1024);
@@ -106,5 +109,12 @@ TEST_CASE("a combined stream seeded from a large first stream reads every byte b
   both.append(false, "done\n");
   CHECK(both.size() == first.size() + 5);
   CHECK(both.read(0, first.size() + 5) == first + "done\n");
-  CHECK(both.read(1000, 10) == first.substr(1000, 10));  // from the seeded file, not the tail
+  CHECK(both.read(1000, 10) == first.substr(1000, 10));  // from stderr's file, not a tail
+  CHECK(both.read(first.size() - 3, 100) == first.substr(first.size() - 3) + "done\n");
+  CHECK(both.bytes_on_disk() == 5);
+  // More of the first stream after the switch lands after "done".
+  err.append("late\n");
+  both.append(true, "late\n");
+  CHECK(both.read(first.size(), 100) == "done\nlate\n");
+  CHECK(both.size() == first.size() + 10);
 }
