@@ -235,7 +235,7 @@ async function main() {
     ...mdTable(sb.header, sb.table),
     '',
     ...(sb.notes.length ? ['Missing or failing here:', ...sb.notes.map((n) => `- ${n}`), ''] : []),
-    `- ${N_SANDBOX} interleaved rounds (order rotated each round; srt only in the first ${N_SRT}), one`,
+    `- ${N_SANDBOX} interleaved rounds (a new, fixed-seed random order each round; srt only in the first ${N_SRT}), one`,
     '  warm-up run of each first. kiln: `tools/call` round trips through the official MCP SDK client in',
     '  one warm session on a copy of examples/sample-project: `sandbox_exec {command: ["/bin/true"]}`',
     '  without `sandbox_id` (a fresh strict sandbox, created and destroyed per call), and with the',

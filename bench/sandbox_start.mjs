@@ -57,6 +57,28 @@ function sandboxPeers(ws, srtSettings) {
   return peers;
 }
 
+// mulberry32: a small fixed-seed generator, so the bench's order is random but repeatable.
+function seededRandom(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// 0..n-1 in a random order (Fisher-Yates).
+function shuffled(n, rng) {
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rng() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
+}
+
 export async function sandboxStartup(ws) {
   const srtSettings = path.join(tempDir('kiln-bench-srt-'), 'srt-settings.json');
   // srt's built-in defaults (no network, no writes) plus the workspace writable, as kiln's sandbox has it.
@@ -79,6 +101,7 @@ export async function sandboxStartup(ws) {
     return { ms: dt, sc };
   };
   let sandboxId;
+  const rng = seededRandom(21);
   try {
     const created = await call('sandbox_create', {});
     if (created.error) kiln.session.error = `sandbox_create: ${created.error}`;
@@ -101,8 +124,10 @@ export async function sandboxStartup(ws) {
         async () => { if (!kiln.session.error) { const r = await call('sandbox_exec', { command: ['/bin/true'], sandbox_id: sandboxId }); if (r.error) kiln.session.error = r.error; else kiln.session.times.push(r.ms); } },
         async () => { const r = await call('sandbox_list', {}); if (!r.error) kiln.floor.times.push(r.ms); },
       ];
-      const off = i % steps.length; // rotate the order round by round
-      for (let j = 0; j < steps.length; j++) await steps[(j + off) % steps.length]();
+      // A new order every round (a fixed-seed shuffle, the same on every run of the bench): a
+      // rotation kept each step behind the same neighbour, and a fresh sandbox leaves work behind
+      // (its clean-up, the next spare), so whatever always followed it paid for that.
+      for (const j of shuffled(steps.length, rng)) await steps[j]();
     }
   } finally {
     if (sandboxId) await c.client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: sandboxId } }).catch(() => {});
