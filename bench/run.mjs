@@ -113,6 +113,20 @@ async function scalingPart() {
   return { search, conc, output, plot };
 }
 
+// The rows of each table that carry a verdict in their "target" column: [section, row, target].
+function targetRows(sections) {
+  const rows = [];
+  for (const [section, t] of sections) {
+    const col = t?.header?.findIndex((h) => /^target/i.test(h)) ?? -1;
+    if (col < 0) continue;
+    for (const r of t.table ?? []) {
+      const cell = String(r[col] ?? '');
+      if (/\bmet\b/.test(cell)) rows.push([section, String(r[0]), cell]);
+    }
+  }
+  return rows;
+}
+
 function show(title, t, notes = []) {
   console.log(`\n${title}`);
   printTable(t.header, t.table);
@@ -200,6 +214,17 @@ async function main() {
     `- machine: ${m.nproc} cores (nproc), ${m.model}, ${m.ramGb} GB RAM, kernel ${m.kernel}, Node ${m.node}`,
     `- load average (1/5/15 min): ${loadStart} at start, ${loadEnd} at the end${Number(loadStart.split(' ')[0]) > Number(m.nproc) ? ' (above the core count: other work shared the machine, so absolute figures are inflated and ratios noisier; rerun on a quiet machine for release figures)' : ''}`,
     `- peers: \`${SF}\` ${pv.sf ?? '(missing)'}, \`${DC}\` ${pv.dc ?? '(missing)'}, ${rgVersion}, ${bwrapVersion}, \`@anthropic-ai/sandbox-runtime\` ${srtVersion ?? '(missing)'} (\`srt\`), ${unshareVersion}, nginx and wrk (versions under static serving)`,
+    '',
+    '## Targets at a glance',
+    '',
+    'Every row of the tables below that carries a target, with its verdict in this run (the tables',
+    'and their notes say how each was measured).',
+    '',
+    ...mdTable(['section', 'row', 'target'], targetRows([
+      ['MCP servers', p], ['sandbox start-up', sb], ['search', st], ['concurrent sandboxes', ct], ['output', ot],
+      ['static serving', sv], ['services', sc], ['apps', ap], ['egress', eg],
+      ['checkpoints', cp.create], ['automatic checkpoints', cp.auto],
+    ])),
     '',
     '## MCP servers: start-up, memory, file tools, running a command',
     '',
