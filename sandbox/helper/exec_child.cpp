@@ -1,5 +1,7 @@
 // Exec child, in the order HELPER_PROTOCOL.md lists. No allocation here: everything was prepared
-// by the supervisor before fork. Any failure is written to the error pipe and the child exits 127.
+// by the supervisor before the child started, and the child shares the shepherd's memory until
+// its execve (shepherd.cpp), so it may only read it. Any failure is written to the error pipe and
+// the child exits 127.
 #include "sandbox/helper/exec_child.h"
 
 #include <cerrno>
@@ -44,7 +46,8 @@ void run_exec_child(const ExecRequest& req, const SandboxContext& ctx, int err_f
   for (int i = 0; i < 3; ++i)
     if (::dup2(req.stdio[i], i) < 0) die(err_fd, "stdio", errno, "dup2");
 
-  // This child is single-threaded (forked from single-threaded pid 1), so it can take the move
+  // This child is a single-threaded process of its own (it shares only memory with the shepherd,
+  // not its thread group), so it can take the move
   // that skips the kernel's global lock (core/cgroup_join.h): the lock's RCU wait was most of an
   // idle session exec.
   if (req.cgroup_fd >= 0 && !join_cgroup_single_threaded(req.cgroup_fd))

@@ -1,4 +1,4 @@
-// The child between fork and execve: the last steps that turn a copy of pid 1 into an unprivileged,
+// The child between its start and execve: the last steps that turn a copy of pid 1 into an unprivileged,
 // filtered process running the requested command.
 #pragma once
 
