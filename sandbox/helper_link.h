@@ -30,7 +30,8 @@ struct HelperStart {
 Result<HelperStart> start_helper(const std::string& helper_path, const nlohmann::json& spec, std::stop_token stop,
                                  std::chrono::milliseconds timeout);
 
-// One control message, with up to 4 fds attached (SCM_RIGHTS). False when the helper is gone.
+// One control message, with up to 4 fds attached (SCM_RIGHTS). False when the helper is gone, or
+// with errno EMSGSIZE when the message is larger than the socket's send buffer can take.
 bool send_control(int fd, const nlohmann::json& msg, const std::vector<int>& fds = {});
 // Receives one message without blocking: 1 got one, 0 the helper closed the channel, -1 none yet.
 int recv_control(int fd, std::string& out);

@@ -249,8 +249,18 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       std::vector<int> fds = {in_r.get(), out_w.get(), err_w.get()};
       if (cg_fd.get() >= 0) fds.push_back(cg_fd.get());
       if (!send_control(sb->control_fd, m, fds)) {
+        const int err = errno;
         sb->execs.erase(run->exec_id);
-        *setup_error = Error{Errc::io, fmt::format("sandbox {} stopped answering (its helper is gone)", sb->id)};
+        // A request larger than the socket's send buffer (~200 KB: a huge argv or environment)
+        // cannot be one message; the sandbox itself is fine.
+        if (err == EMSGSIZE)
+          *setup_error = Error{Errc::invalid_argument,
+                               fmt::format("the command, its environment and working folder come to {} bytes, more "
+                                           "than one exec request can carry (about 200 KB): write the long part to "
+                                           "a file in the workspace and run that, or pass data through stdin",
+                                           m.dump().size())};
+        else
+          *setup_error = Error{Errc::io, fmt::format("sandbox {} stopped answering (its helper is gone)", sb->id)};
         return 0;
       }
     }

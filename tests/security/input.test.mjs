@@ -206,6 +206,26 @@ describe('huge arguments in error messages', () => {
     await assert.rejects(k.client.callTool({ name: HUGE, arguments: {} }, undefined, { timeout: BOUND }),
       (e) => e.message.length < LIMIT || assert.fail(`a ${e.message.length}-byte JSON-RPC error`));
   });
+
+  // 100,000 arguments (1.1 MB) do not fit one request to the helper: the error says so and what to
+  // do instead (it used to read "stopped answering (its helper is gone)"), in a session sandbox
+  // the sandbox keeps working, and a fresh exec right after still runs.
+  test('an argv too large for one exec request gives a clear error, and the sandbox stays usable', async () => {
+    const argv = ['/bin/echo', ...Array.from({ length: 100000 }, () => 'x'.repeat(10))];
+    const fresh = await callTool(k, 'sandbox_exec', { command: argv }, { timeout: BOUND });
+    assert.equal(fresh.isError, true, 'a fresh exec of a 1.1 MB argv is refused');
+    assert.match(errorText(fresh), /more than one exec request can carry.*write the long part to a file/s, errorText(fresh));
+    assert.doesNotMatch(errorText(fresh), /helper is gone/);
+    await withSandbox(k, {}, async (id) => {
+      const r = await callTool(k, 'sandbox_exec', { command: argv, sandbox_id: id }, { timeout: BOUND });
+      assert.equal(r.isError, true);
+      assert.match(errorText(r), /more than one exec request can carry/);
+      const after = ok(await callTool(k, 'sandbox_exec', { command: ['/bin/echo', 'still here'], sandbox_id: id }), 'exec after');
+      assert.equal(after.stdout, 'still here\n');
+    });
+    const next = ok(await callTool(k, 'sandbox_exec', { command: ['/bin/echo', 'fresh again'] }), 'fresh exec after');
+    assert.equal(next.stdout, 'fresh again\n');
+  });
 });
 
 describe('duplicate JSON keys', () => {
