@@ -261,7 +261,7 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
   at.reserve(nodes.size());
   std::uint64_t files = 0, bytes = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (gone.count(i)) continue;
+    if (!gone.empty() && gone.count(i)) continue;
     if (nodes[i].entry.type != EntryType::dir) {
       ++files;
       bytes += nodes[i].entry.size;
@@ -454,7 +454,7 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
   wc->base.reserve(nodes.size());
   wc->linked_dirs.clear();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (gone.count(i)) continue;
+    if (!gone.empty() && gone.count(i)) continue;
     if (nodes[i].entry.type == EntryType::file && nodes[i].nlink > 1) wc->linked_dirs.insert(parent_folder(nodes[i].entry.path));
     wc->base.push_back(std::move(nodes[i]));
   }

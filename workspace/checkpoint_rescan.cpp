@@ -1,6 +1,7 @@
 // A partial read for a checkpoint: the last scan with the folders inotify named read again, so
 // what a run changed costs what it touched, not the size of the workspace.
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -23,11 +24,11 @@ Result<std::vector<ScanNode>> rescan_changed(const Root& root, std::vector<ScanN
                                              WorkspaceWatch* watch, std::stop_token stop, ScanResult& notes,
                                              std::unordered_set<std::string>& changed,
                                              std::vector<std::string>& removed) {
-  for (const auto& n : base)
-    if (n.entry.type == EntryType::file && n.nlink > 1) dirty.insert(parent_folder(n.entry.path));
   std::unordered_map<std::string, std::string> old_dirs;  // folder -> its stored object
-  for (const auto& n : base)
-    if (n.entry.type == EntryType::dir) old_dirs.emplace(n.entry.path, n.entry.sha);
+  for (const auto& n : base) {
+    if (n.entry.type == EntryType::file && n.nlink > 1) dirty.insert(parent_folder(n.entry.path));
+    else if (n.entry.type == EntryType::dir) old_dirs.emplace(n.entry.path, n.entry.sha);
+  }
   std::vector<ScanNode> fresh;
   std::set<std::string> gone;  // folders to drop whole
   for (const auto& d : dirty) {
@@ -59,13 +60,26 @@ Result<std::vector<ScanNode>> rescan_changed(const Root& root, std::vector<ScanN
   for (const auto& g : gone) mark(g);
   std::vector<ScanNode> out;
   out.reserve(base.size() + fresh.size());
+  // The scan is in tree order, so siblings come in runs: the decision for a folder's entries is
+  // made once per run, not looked up (and its name copied) for each of a large tree's entries.
+  std::string last_parent;
+  bool have_last = false, last_relisted = false;
   for (auto& n : base) {
     const std::string& p = n.entry.path;
-    std::string parent = parent_folder(p);
-    bool relisted = dirty.count(parent) && !gone.count(parent);
-    bool dropped = !relisted && gone.count(p) > 0;
-    for (const auto& g : gone)
-      if (!relisted && !dropped && beneath(p, g)) dropped = true;
+    const auto slash = p.rfind('/');
+    const std::string_view parent = slash == std::string::npos ? std::string_view() : std::string_view(p).substr(0, slash);
+    if (!have_last || parent != last_parent) {
+      last_parent.assign(parent);
+      last_relisted = dirty.count(last_parent) && !gone.count(last_parent);
+      have_last = true;
+    }
+    const bool relisted = last_relisted;
+    bool dropped = false;
+    if (!relisted && !gone.empty()) {
+      dropped = gone.count(p) > 0;
+      for (const auto& g : gone)
+        if (!dropped && beneath(p, g)) dropped = true;
+    }
     if (relisted || dropped) {
       if (n.entry.type == EntryType::file) removed.push_back(p);  // back below if still there
       continue;

@@ -36,6 +36,7 @@ Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, Worksp
   WalkOptions o;
   o.start = start;
   o.max_depth = max_depth;
+  if (max_depth == 1) o.threads = 1;  // one folder's own entries: nothing to share out
   if (watch) o.on_folder_open = [watch](const std::string& rel, int fd) { watch->add(rel, fd); };
   const unsigned threads = walk_thread_count(o);
   std::vector<std::vector<ScanNode>> per(threads);

@@ -78,7 +78,11 @@ class Walker {
       std::lock_guard lk(mu_);
       cv_.notify_all();
     });
-    {
+    // One worker and no ticks: the caller's own thread does the work (a one-folder listing,
+    // as each automatic checkpoint makes, would otherwise pay for starting a thread).
+    if (n == 1 && !opts_.on_tick) {
+      work(0);
+    } else {
       std::vector<std::jthread> workers;
       workers.reserve(n);
       for (unsigned i = 0; i < n; ++i) workers.emplace_back([this, i] { work(i); });
