@@ -50,6 +50,13 @@ int exec_child_entry(void* arg) {
 // installs no signal handlers that could run on the child's side. The child runs on a stack of
 // its own (execvpe puts a copy of argv on it when it falls back to /bin/sh).
 pid_t start_exec_child(ChildStart& start) {
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps per-thread state (fake stack frames, shadow memory of the stack) that a
+  // child sharing this memory would change under the shepherd's feet: sanitizer builds fork.
+  pid_t forked = ::fork();
+  if (forked == 0) ::_exit(exec_child_entry(&start));
+  return forked;
+#else
   const std::size_t page = 4096;
   const std::size_t want = 64 * 1024 + (start.req->argv_ptrs.size() + 2) * sizeof(char*) + 4096;
   const std::size_t size = (want + page - 1) / page * page;
@@ -60,6 +67,7 @@ pid_t start_exec_child(ChildStart& start) {
   ::munmap(stack, size);
   errno = saved;
   return pid;
+#endif
 }
 
 }  // namespace
