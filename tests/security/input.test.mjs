@@ -226,6 +226,16 @@ describe('huge arguments in error messages', () => {
     const next = ok(await callTool(k, 'sandbox_exec', { command: ['/bin/echo', 'fresh again'] }), 'fresh exec after');
     assert.equal(next.stdout, 'fresh again\n');
   });
+
+  // The command's process starts on a stack of its own (the helper's clone with CLONE_VM), and
+  // for a script without "#!" execvpe copies argv onto that stack to run it with /bin/sh: 40,000
+  // arguments (320 KB of pointers) must fit, not crash the child.
+  test('a script without #! gets all of 40,000 arguments', async () => {
+    fs.writeFileSync(path.join(k.ws, 'count.sh'), 'echo "$#"\n', { mode: 0o755 });
+    const r = ok(await callTool(k, 'sandbox_exec', { command: ['./count.sh', ...Array(40000).fill('a')] }, { timeout: BOUND }), 'count.sh');
+    assert.equal(r.exit_code, 0, r.stderr);
+    assert.equal(r.stdout, '40000\n');
+  });
 });
 
 describe('duplicate JSON keys', () => {
