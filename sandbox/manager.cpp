@@ -362,6 +362,8 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
   } else {
     std::vector<std::string> dirs = sb->cg ? sb->cg->dirs() : std::vector<std::string>{};
     json spec = helper_spec(p, sb->id, dirs);
+    // A fresh sandbox ends with its one command: pid 1 need not keep a shepherd for a second.
+    if (fresh) spec["single_exec"] = true;
     auto ident = workspace_identity(p.workspace_root);
     if (ident) {
       spec["workspace_dev"] = ident->dev;

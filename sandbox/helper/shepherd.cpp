@@ -78,6 +78,21 @@ bool confine_shepherd(const SandboxContext& ctx) {
   return seccomp_enforce(ctx.seccomp);
 }
 
+namespace {
+
+[[noreturn]] void report_confine_failed(int report_fd, int err) {
+  ShepherdReport rep{};
+  rep.kind = ReportKind::failed;
+  rep.err = err;
+  std::strncpy(rep.step, "confine", sizeof rep.step - 1);
+  std::snprintf(rep.message, sizeof rep.message, "dropping capabilities or loading the seccomp filter: %s",
+                std::strerror(err));
+  write_all(report_fd, &rep, sizeof rep);
+  ::_exit(1);
+}
+
+}  // namespace
+
 void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_fd, bool confined) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -86,15 +101,7 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
   close_fds_except(keep, 6);
 
   ShepherdReport rep{};
-  if (!confined && !confine_shepherd(ctx)) {
-    rep.kind = ReportKind::failed;
-    rep.err = errno;
-    std::strncpy(rep.step, "confine", sizeof rep.step - 1);
-    std::snprintf(rep.message, sizeof rep.message, "dropping capabilities or loading the seccomp filter: %s",
-                  std::strerror(rep.err));
-    write_all(report_fd, &rep, sizeof rep);
-    ::_exit(1);
-  }
+  if (!confined && !confine_shepherd(ctx)) report_confine_failed(report_fd, errno);
   int errp[2];
   if (::pipe2(errp, O_CLOEXEC) != 0) {
     rep.kind = ReportKind::failed;
@@ -177,9 +184,10 @@ void run_spare_shepherd(const SandboxContext& ctx, int job_fd, int report_fd) {
   ::prctl(PR_SET_NAME, "kiln-spare", 0, 0, 0);
   const int keep[] = {job_fd, report_fd, ctx.landlock.fd};
   close_fds_except(keep, 3);
-  // A spare that cannot confine itself serves nothing: pid 1 then forks a shepherd for the
-  // request, which reports the failure.
-  if (!confine_shepherd(ctx)) ::_exit(1);
+  // A spare that cannot confine itself still takes its request, only to report the failure for
+  // it as a shepherd forked for the request would: the exec fails naming the step, nothing runs.
+  // (It cannot just exit: a request may already be on its way to it.)
+  const int confine_err = confine_shepherd(ctx) ? 0 : (errno ? errno : EPERM);
   ControlMessage msg;
   for (;;) {
     pollfd p{job_fd, POLLIN, 0};
@@ -190,6 +198,9 @@ void run_spare_shepherd(const SandboxContext& ctx, int job_fd, int report_fd) {
     break;
   }
   ::close(job_fd);
+  ShepherdReport taken{};
+  taken.kind = ReportKind::taken;
+  write_all(report_fd, &taken, sizeof taken);
   ExecRequest req;
   std::string err;
   bool ok = false;
@@ -199,6 +210,7 @@ void run_spare_shepherd(const SandboxContext& ctx, int job_fd, int report_fd) {
     ok = false;
   }
   if (!ok || (msg.fds.size() != 3 && msg.fds.size() != 4)) ::_exit(1);  // pid 1 checked both already
+  if (confine_err) report_confine_failed(report_fd, confine_err);
   for (int i = 0; i < 3; ++i) req.stdio[i] = msg.fds[static_cast<std::size_t>(i)];
   if (msg.fds.size() == 4) req.cgroup_fd = msg.fds[3];
   run_shepherd(req, ctx, report_fd, true);

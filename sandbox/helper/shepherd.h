@@ -10,8 +10,10 @@
 namespace kiln::helper {
 
 // `forked` comes from the command's own process before anything of it runs, so pid 1 knows the
-// command's pid even when the command kills its shepherd at once (`kill -9 -1`).
-enum class ReportKind : std::uint32_t { started = 1, failed = 2, exited = 3, forked = 4 };
+// command's pid even when the command kills its shepherd at once (`kill -9 -1`). `taken` is a
+// spare's first word once it holds its request, before it starts anything: a spare that dies
+// without it never ran the command, so pid 1 may give the request to another shepherd.
+enum class ReportKind : std::uint32_t { started = 1, failed = 2, exited = 3, forked = 4, taken = 5 };
 
 // Fixed-size and under PIPE_BUF, so each write to the report pipe arrives whole.
 struct ShepherdReport {

@@ -118,6 +118,9 @@ bool parse_spec(const std::string& text, Spec& spec, StepError& e) {
       } else if (k == "landlock") {
         if (!want(v.is_boolean(), "a boolean")) return false;
         spec.landlock = v.get<bool>();
+      } else if (k == "single_exec") {
+        if (!want(v.is_boolean(), "a boolean")) return false;
+        spec.single_exec = v.get<bool>();
       } else {
         return fail_plain(e, kStep, "unknown spec field '" + k + "'",
                           "kiln and kiln-sandbox are from different builds; reinstall them together");

@@ -38,6 +38,9 @@ struct Spec {
   std::vector<std::string> cgroups;
   bool seccomp = true;
   bool landlock = true;
+  // Kiln runs one exec here and destroys the sandbox (a fresh sandbox): pid 1 keeps no spare
+  // shepherd after it. Only spares CPU; a second exec would still run, forked as it comes.
+  bool single_exec = false;
 };
 
 bool parse_spec(const std::string& text, Spec& spec, StepError& e);

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <map>
+#include <memory>
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/resource.h>
@@ -50,6 +51,15 @@ struct ExecRecord {
   bool exited = false;
   bool failed = false;
   int egress_fd = -1;  // this exec's proxy listener (closed with the record)
+  // The request handed to a spare, kept (with its descriptors) until the spare says it has it: a
+  // spare killed from inside before that (the kill still landing when the request was sent)
+  // never started anything, and the request goes to a shepherd forked for it instead.
+  std::unique_ptr<ExecRequest> standby;
+  void release_standby() {
+    if (!standby) return;
+    standby->close_fds();
+    standby.reset();
+  }
 };
 
 class Supervisor {
@@ -68,6 +78,7 @@ class Supervisor {
   void reap();
   void fork_spare();
   bool hand_to_spare(const ControlMessage& msg, ExecRecord& rec);
+  bool fork_shepherd(ExecRequest& req, ExecRecord& rec);
   void meter();
   void meter_memory();
   bool metering() const;
@@ -86,6 +97,7 @@ class Supervisor {
   int spare_job_fd_ = -1;
   int spare_report_fd_ = -1;
   bool want_spare_ = true;
+  bool execs_begun_ = false;  // with spec.single_exec, no spare is made once an exec has begun
   std::int64_t last_meter_ms_ = 0;
   std::map<std::string, ExecRecord> execs_;  // keyed by the id's JSON text
 };
@@ -111,6 +123,10 @@ void Supervisor::run() {
   std::vector<pollfd> pfds;
   std::vector<std::string> keys;
   for (;;) {
+    // Before the first request too: the first exec in a new sandbox (a fresh exec's only one)
+    // then finds a shepherd already confined. After that, only once the replies are out (the end
+    // of the previous turn): the fork then overlaps with kiln reading them.
+    if (want_spare_ && spare_pid_ < 0 && !(ctx_.spec->single_exec && execs_begun_)) fork_spare();
     pfds.clear();
     keys.clear();
     pfds.push_back({control_, static_cast<short>(POLLIN | (out_.pending() ? POLLOUT : 0)), 0});
@@ -146,8 +162,6 @@ void Supervisor::run() {
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) on_control();
     if (!out_.flush()) shutdown(0);
-    // Only once the replies are out: the fork then overlaps with kiln reading them.
-    if (want_spare_ && spare_pid_ < 0) fork_spare();
   }
 }
 
@@ -304,29 +318,42 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
     if (egress_fd >= 0) ::close(egress_fd);
     return reject(err);
   }
-  {
-    ExecRecord rec;
-    rec.id = req.id;
-    rec.egress_fd = egress_fd;
-    rec.cpu_budget_ms = req.cpu_budget_ms;
-    rec.memory_budget_mb = req.memory_budget_mb;
-    if (hand_to_spare(msg, rec)) {
-      for (int f : msg.fds) ::close(f);  // the spare has its own copies now
-      msg.fds.clear();
-      execs_.emplace(key, std::move(rec));
-      return;
-    }
-  }
+  // Whichever shepherd takes this exec, the next one gets a spare (made at the top of the loop,
+  // once this turn's replies are out). Only exec events ask for one, so a command that keeps
+  // killing the spare cannot make pid 1 fork in a loop.
+  execs_begun_ = true;
+  want_spare_ = true;
   for (int i = 0; i < 3; ++i) req.stdio[i] = msg.fds[static_cast<std::size_t>(i)];
   if (msg.fds.size() == 4) req.cgroup_fd = msg.fds[3];
+  ExecRecord rec;
+  rec.id = req.id;
+  rec.egress_fd = egress_fd;
+  rec.cpu_budget_ms = req.cpu_budget_ms;
+  rec.memory_budget_mb = req.memory_budget_mb;
+  if (hand_to_spare(msg, rec)) {
+    msg.fds.clear();  // kept in the standby request until the spare says it has its own copies
+    rec.standby = std::make_unique<ExecRequest>(std::move(req));
+    execs_.emplace(key, std::move(rec));
+    return;
+  }
   msg.fds.clear();
+  if (!fork_shepherd(req, rec)) {
+    if (egress_fd >= 0) ::close(egress_fd);
+    return;
+  }
+  execs_.emplace(key, std::move(rec));
+}
 
+// Forks a shepherd for `req` (which then confines itself); `rec` takes its pid and report pipe.
+// Either way the request's descriptors are closed here; a failure is reported as an error.
+bool Supervisor::fork_shepherd(ExecRequest& req, ExecRecord& rec) {
+  req.finalize();  // argv/env pointers again: the request may have moved since it was parsed
   int rp[2];
   if (::pipe2(rp, O_CLOEXEC) != 0) {
     int e = errno;
     req.close_fds();
-    if (egress_fd >= 0) ::close(egress_fd);
-    return error(req.id, "fork", e, std::string("pipe2: ") + std::strerror(e));
+    error(req.id, "fork", e, std::string("pipe2: ") + std::strerror(e));
+    return false;
   }
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -338,18 +365,13 @@ void Supervisor::start_exec(const nlohmann::json& j, ControlMessage& msg) {
   req.close_fds();
   if (pid < 0) {
     ::close(rp[0]);
-    if (egress_fd >= 0) ::close(egress_fd);
-    return error(req.id, "fork", e, std::string("fork: ") + std::strerror(e));
+    error(req.id, "fork", e, std::string("fork: ") + std::strerror(e));
+    return false;
   }
   ::fcntl(rp[0], F_SETFL, O_NONBLOCK);
-  ExecRecord rec;
-  rec.id = req.id;
-  rec.egress_fd = egress_fd;
   rec.shepherd = pid;
   rec.report_fd = rp[0];
-  rec.cpu_budget_ms = req.cpu_budget_ms;
-  rec.memory_budget_mb = req.memory_budget_mb;
-  execs_.emplace(key, std::move(rec));
+  return true;
 }
 
 void Supervisor::kill_exec(const nlohmann::json& j) {
@@ -363,6 +385,9 @@ void Supervisor::kill_exec(const nlohmann::json& j) {
   auto it = execs_.find(dump_json(id));
   if (it == execs_.end()) return error(id, "kill", ESRCH, "no running exec with id " + dump_json(id));
   ExecRecord& rec = it->second;
+  // A stopped exec is never started again: a spare that dies of this signal before it took its
+  // request ends the exec (reap), it is not handed on.
+  rec.release_standby();
   // Once the command itself is reaped its pid may be reused, so its session no longer names it.
   signal_exec_tree(rec.shepherd, rec.exited ? 0 : rec.child, sig);
   // The shepherd too, once its tree is dead: a command may have stopped it (SIGSTOP, same uid),
@@ -383,6 +408,7 @@ void Supervisor::accept_egress(ExecRecord& rec) {
 
 void Supervisor::drop(std::map<std::string, ExecRecord>::iterator it) {
   if (it->second.egress_fd >= 0) ::close(it->second.egress_fd);
+  it->second.release_standby();
   execs_.erase(it);
 }
 
@@ -458,7 +484,10 @@ void Supervisor::read_reports(ExecRecord& rec) {
     }
     rep.step[sizeof rep.step - 1] = '\0';
     rep.message[sizeof rep.message - 1] = '\0';
+    rec.release_standby();  // any word from the spare means it holds its own copies
     switch (rep.kind) {
+      case ReportKind::taken:
+        break;
       case ReportKind::forked:
         rec.child = rep.pid;
         break;
@@ -508,6 +537,11 @@ void Supervisor::reap() {
         rec.shepherd = -1;
         if (rec.exited || rec.failed) {
           drop(it);
+        } else if (rec.standby) {
+          // A spare that died before it took the request (killed from inside, the kill landing
+          // after the request was sent): nothing ran, so the request goes to a new shepherd.
+          std::unique_ptr<ExecRequest> req = std::move(rec.standby);
+          if (!fork_shepherd(*req, rec)) drop(it);
         } else if (rec.child <= 0) {
           error(rec.id, "supervise", 0, "the exec's shepherd process died before the command started");
           drop(it);

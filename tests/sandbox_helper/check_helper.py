@@ -219,6 +219,8 @@ def checks(made):
               r["stdout"].split() == ["readable", "0"], r["stdout"] + r["stderr"])
         hp.shutdown()
 
+    spare_checks(ws)
+
     # Two helpers: private /tmp each.
     h.sh("echo a > /tmp/only_in_a")
     h2 = Helper(ws)
@@ -268,6 +270,127 @@ time.sleep(100)
     timings(ws)
     os.unlink(secret)
     return summary()
+
+
+def comms_below(pid):
+    """The command names of every descendant of `pid`, read from the host's /proc."""
+    return [comm for _, comm in procs_below(pid)]
+
+
+def procs_below(pid):
+    """(pid, command name) of every descendant of `pid`, read from the host's /proc."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            with open("/proc/%s/comm" % d) as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        kids.setdefault(int(rest[1]), []).append((int(d), comm))
+    out, todo = [], [pid]
+    while todo:
+        for child, comm in kids.get(todo.pop(), []):
+            out.append((child, comm))
+            todo.append(child)
+    return out
+
+
+def wait_comms(pid, pred, seconds=3.0):
+    deadline = time.time() + seconds
+    while True:
+        c = comms_below(pid)
+        if pred(c) or time.time() >= deadline:
+            return c
+        time.sleep(0.02)
+
+
+def spare_checks(ws):
+    # pid 1 keeps a confined shepherd ready from the start, so even a sandbox's first exec finds
+    # one; with single_exec (kiln's fresh sandboxes) it makes none after the exec has begun, and
+    # a second exec still runs.
+    for single in (False, True):
+        hs = Helper(ws, single_exec=single)
+        hs.start()
+        c = wait_comms(hs.proc.pid, lambda c: "kiln-spare" in c)
+        check("single_exec %s: a spare shepherd waits before the first request" % single, "kiln-spare" in c, str(c))
+        r = hs.run(["/bin/echo", "one"])
+        c = wait_comms(hs.proc.pid, lambda c: ("kiln-spare" in c) != single, 1.0)
+        check("single_exec %s: %s spare shepherd after the first exec" % (single, "no" if single else "a"),
+              r["exit_code"] == 0 and ("kiln-spare" in c) != single, json.dumps(r) + " " + str(c))
+        r = hs.run(["/bin/echo", "two"])
+        check("single_exec %s: a second exec still runs" % single, r["exit_code"] == 0 and r["stdout"] == "two\n",
+              json.dumps(r))
+        hs.shutdown()
+    # A spare killed after its request was sent but before it read it (a command of the sandbox
+    # may kill it, and a kill lands late) never ran anything: pid 1 gives the request to a new
+    # shepherd and the exec runs once. Made certain here by stopping the spare before the request
+    # and killing it after. But once kiln itself stops the exec, nothing is handed on.
+    for kiln_kills in (False, True):
+        hk = Helper(ws)
+        hk.start()
+        procs = []
+        deadline = time.time() + 3
+        while time.time() < deadline and not procs:
+            procs = [p for p, c in procs_below(hk.proc.pid) if c == "kiln-spare"]
+            time.sleep(0.02)
+        marker = os.path.join(ws, "ran_%d" % kiln_kills)
+        if not procs:
+            check("a spare killed before it took its request (%s)" % kiln_kills, False, "no spare under the helper")
+            hk.shutdown()
+            continue
+        os.kill(procs[0], signal.SIGSTOP)
+        id_ = hk.next_id
+        hk.next_id += 1
+        r, w = os.pipe()
+        os.close(w)
+        out = tempfile.TemporaryFile()
+        hk.send({"op": "exec", "id": id_, "argv": ["/bin/sh", "-c", "echo once >> %s; echo ran" % marker],
+                 "env": {"PATH": "/usr/bin:/bin"}, "cwd": ws}, [r, out.fileno(), out.fileno()])
+        os.close(r)
+        time.sleep(0.1)
+        if kiln_kills:
+            hk.kill(id_)  # the kill op: pid 1 kills the stopped spare
+        else:
+            os.kill(procs[0], signal.SIGKILL)
+        m = hk.wait_for(id_, ("exited", "error"), 10)
+        time.sleep(0.1)
+        ran = open(marker).read() if os.path.exists(marker) else ""
+        if kiln_kills:
+            check("a spare stopped, then the exec killed through pid 1: ends as an error, nothing runs",
+                  m["op"] == "error" and ran == "", json.dumps(m) + " ran=%r" % ran)
+        else:
+            check("a spare killed before it took its request: the exec runs once, in a new shepherd",
+                  m["op"] == "exited" and m.get("exit_code") == 0 and ran == "once\n", json.dumps(m) + " ran=%r" % ran)
+        hk.shutdown()
+
+    # A spare that cannot confine itself (seccomp() missing, as on a kernel without it) must still
+    # answer the request it may already have been sent with a `confine` error naming seccomp, and
+    # run nothing: at once after setup (the request can reach the spare before it fails) and later.
+    nofeature = os.path.join(ws, "nofeature")
+    subprocess.run(["cc", "-O1", "-o", nofeature, os.path.join(HERE, "..", "security", "probes", "nofeature.c")],
+                   check=True)
+    for pause in (0, 0.3):
+        hn = Helper(ws, wrapper=[nofeature, "--no-seccomp", "--"])
+        hn.start()
+        time.sleep(pause)
+        r = hn.run(["/bin/sh", "-c", "echo RAN > ran_unconfined"])
+        err = r.get("error") or {}
+        check("no seccomp, exec %s after setup: refused at step confine, naming seccomp" % ("at once" if not pause else "later"),
+              err.get("step") == "confine" and "seccomp" in err.get("error", "") and
+              not os.path.exists(os.path.join(ws, "ran_unconfined")), json.dumps(r))
+        hn.shutdown()
+    bad = Helper(ws, single_exec="yes")
+    try:
+        bad.start()
+        bad.shutdown()
+        check("spec single_exec must be a boolean", False, "the helper accepted \"yes\"")
+    except SetupFailed as e:
+        check("spec single_exec must be a boolean",
+              any(l.get("step") == "spec" and "single_exec" in json.dumps(l) for l in e.lines), json.dumps(e.lines))
 
 
 def finish_connect(sock):

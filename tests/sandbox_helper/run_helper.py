@@ -28,8 +28,9 @@ class SetupFailed(Exception):
 
 
 class Helper:
-    def __init__(self, workspace, binary=None, **spec_overrides):
+    def __init__(self, workspace, binary=None, wrapper=(), **spec_overrides):
         self.binary = os.path.abspath(binary or os.environ.get("KILN_SANDBOX", DEFAULT_BINARY))
+        self.wrapper = list(wrapper)  # argv put before the helper's (e.g. a probe that removes a feature)
         spec = {"id": "sb_test", "workspace": workspace, "workspace_writable": True, "ro_binds": DEFAULT_RO,
                 "network": "none", "hostname": "kiln", "tmp_size_mb": 64, "cgroups": [],
                 "seccomp": True, "landlock": True}
@@ -46,7 +47,7 @@ class Helper:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fds = (spec_r, st_w, theirs.fileno())
         self.proc = subprocess.Popen(
-            [self.binary, "--spec-fd", str(spec_r), "--status-fd", str(st_w), "--control-fd", str(theirs.fileno())],
+            self.wrapper + [self.binary, "--spec-fd", str(spec_r), "--status-fd", str(st_w), "--control-fd", str(theirs.fileno())],
             pass_fds=fds, stdin=subprocess.DEVNULL)
         os.close(spec_r)
         os.close(st_w)
