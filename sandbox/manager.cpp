@@ -403,6 +403,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
                          {"limits", limits},
                          {"setup_steps", started->steps},
                          {"helper_report", rep}};
+    sb->isolation["helper_report"].erase("proc");  // shown once, as "proc" above: it is in every result
     if (!sb->cg && cg.version == CgroupVersion::none) sb->isolation["cgroups"] = cg.why_none;
     if (sb->egress) {
       json e = sb->egress->scope().to_json();

@@ -33,6 +33,19 @@ namespace {
 constexpr std::size_t kMaxProgressPending = 64 * 1024;
 constexpr auto kDrainAfterExit = std::chrono::milliseconds(150);
 
+// Every writer of the run's output pipes is gone (the command and whatever it started closed
+// them): only what is already in the pipes is left to read.
+bool pipes_hung_up(const Run& run) {
+  pollfd p[2];
+  nfds_t n = 0;
+  for (const auto* pipe : {&run.out_pipe, &run.err_pipe})
+    if (*pipe) p[n++] = pollfd{(*pipe)->native_handle(), POLLIN, 0};
+  if (::poll(p, n, 0) < 0) return false;
+  for (nfds_t i = 0; i < n; ++i)
+    if (!(p[i].revents & (POLLHUP | POLLERR))) return false;
+  return true;
+}
+
 }  // namespace
 
 void SandboxManager::Impl::read_pipe(const std::shared_ptr<Run>& run, bool is_err) {
@@ -142,8 +155,10 @@ void SandboxManager::Impl::on_exited(const std::shared_ptr<Run>& run, std::optio
   auto sb = run->sandbox.lock();
   if (sb && sb->fresh && !sb->unsandboxed && !sb->closing && sb->helper_pid > 0 && !sb->helper_gone) {
     // A fresh sandbox ends with its command: pid 1 dies and takes any leftover (background)
-    // process along, which also closes their copies of the output pipes.
-    ::kill(sb->helper_pid, SIGKILL);
+    // process along, which also closes their copies of the output pipes. When nothing holds
+    // them any more, the sandbox's clean-up after the result (retire_sandbox) is soon enough:
+    // the namespaces' tear-down then does not compete with the result for the CPU.
+    if (!pipes_hung_up(*run)) ::kill(sb->helper_pid, SIGKILL);
   } else if (run->open_pipes > 0) {
     // Something the command started (a server with `&`) may keep the pipes open forever:
     // collect what is in flight, then stop reading.

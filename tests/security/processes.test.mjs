@@ -7,8 +7,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import {
-  alive, callTool, compileProbe, errorText, exec, hostSleeper, isRoot, kilnBin, kilnEnv, parseProbe, rand, requireSandboxTools, startKiln,
-  tempDir, withSandbox,
+  alive, callTool, compileProbe, errorText, exec, hostSleeper, isRoot, kilnBin, kilnEnv, marker, parseProbe, pgrep, rand,
+  requireSandboxTools, startKiln, tempDir, waitGone, withSandbox,
 } from './lib.mjs';
 
 let k;
@@ -239,3 +239,17 @@ test('case 10 (control channel): user code cannot reach pid 1\'s control socket 
     }
   });
 });
+
+// A fresh sandbox ends with its command: whatever the command left behind dies with it, whether
+// it closed its output (so the result need not wait for it, and the sandbox is torn down after the
+// result) or holds the output pipes open (then pid 1 is killed at once so the result can end).
+for (const [what, redirect] of [['closed its output', '>/dev/null 2>&1 </dev/null'], ['holds the output pipes', '']]) {
+  test(`case 9/23: a background process of a fresh sandbox that ${what} does not outlive the call`, async () => {
+    const m = Number(marker());
+    const t0 = Date.now();
+    const r = await exec(k, `sleep ${m} ${redirect} & setsid -f sleep ${m + 1} ${redirect}; echo started`);
+    assert.match(r.stdout, /started/, r.out);
+    assert.ok(Date.now() - t0 < 20000, 'the fresh exec waited for its background process');
+    assert.ok(await waitGone(`^sleep (${m}|${m + 1})$`), `a background process of a fresh sandbox outlived it: ${JSON.stringify(pgrep(`^sleep (${m}|${m + 1})$`))}`);
+  });
+}
