@@ -151,7 +151,8 @@ void RunTracer::changed(const std::string& trace_id) const {
   if (hub_) hub_->changed(trace_id);
 }
 
-Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo& info) {
+Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo& info,
+                                      std::shared_future<Result<void>>* started) {
   traces::TraceStart s;
   s.kind = info.kind;
   s.workspace_id = info.workspace_id;
@@ -162,12 +163,24 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   s.command = manager_ ? manager_->redact(req.display_command) : req.display_command;
   s.cwd = req.cwd;
   s.policy = info.policy;
-  auto rec = store_.start(s);
-  if (!rec) return std::unexpected(rec.error());
-  const std::string id = rec->id;
-  auto dir = store_.output_dir(id);
-  if (!dir) return std::unexpected(dir.error());
-  req.run_dir = *dir;
+  std::string id;
+  if (started && !s.parent_id) {
+    auto rec = store_.prepare_start(s);
+    if (!rec) return std::unexpected(rec.error());
+    id = rec->id;
+    auto dir = store_.output_dir(id);
+    if (!dir) return std::unexpected(dir.error());
+    req.run_dir = *dir;
+    *started = writer_.write(std::move(*rec));
+    req.before_start = [row = *started]() { return row.get(); };
+  } else {
+    auto rec = store_.start(s);
+    if (!rec) return std::unexpected(rec.error());
+    id = rec->id;
+    auto dir = store_.output_dir(id);
+    if (!dir) return std::unexpected(dir.error());
+    req.run_dir = *dir;
+  }
 
   // Output growth is announced at most every 250 ms; the end always is.
   auto last = std::make_shared<std::atomic<std::int64_t>>(0);

@@ -3,12 +3,14 @@
 // sandbox_exec, verify and `kiln run`.
 #pragma once
 
+#include <future>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runs/trace_row_writer.h"
 #include "sandbox/manager.h"
 #include "sandbox/types.h"
 #include "traces/trace_store.h"
@@ -51,8 +53,12 @@ class RunTracer {
   TraceHub* hub() { return hub_; }
 
   // Records `req` as a running exec trace and points its output and completion at the trace.
-  // Returns the trace id.
-  Result<std::string> attach(sandbox::ExecRequest& req, const ExecTraceInfo& info);
+  // Returns the trace id. With `started` (and no parent), the record's row is written on the
+  // writer thread while the caller prepares the run: `req.before_start` waits for it, so the
+  // command still starts only once its trace exists, and `*started` says how the write went
+  // (wait on it before ending the trace of a run that never started).
+  Result<std::string> attach(sandbox::ExecRequest& req, const ExecTraceInfo& info,
+                             std::shared_future<Result<void>>* started = nullptr);
 
   // Tells subscribers (resources/subscribe on kiln://trace/ID) that the record changed.
   void changed(const std::string& trace_id) const;
@@ -78,6 +84,7 @@ class RunTracer {
   TraceHub* hub_;
   sandbox::SandboxManager* manager_;
   workspace::CheckpointStore* checkpoints_ = nullptr;
+  TraceRowWriter writer_{store_};
 };
 
 std::string trace_uri(const std::string& trace_id);

@@ -154,6 +154,15 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   if (l.memory_mb && !cg_mem && sb->policy.requested.memory_mb) rlimits["as_mb"] = *l.memory_mb;
   if (l.pids && !cg_pid) rlimits["nproc"] = *l.pids;
 
+  if (req.before_start) {
+    if (auto ready = req.before_start(); !ready) {
+      if (run->cg) {
+        std::vector<std::string> a, b;
+        run->cg->remove(a, b);
+      }
+      return std::unexpected(ready.error());
+    }
+  }
   run->req = std::move(req);
   run->out_buf.resize(64 * 1024);
   run->err_buf.resize(64 * 1024);

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "sandbox/egress/egress_policy.h"
 
 namespace kiln::sandbox {
@@ -120,6 +121,10 @@ struct ExecRequest {
   bool long_lived = false;
   // Fresh sandboxes only: called with the clean-up report once the sandbox is gone.
   std::function<void(const CleanupReport&)> on_sandbox_cleanup;
+  // Called on the caller's thread once the run is prepared, just before the command is handed to
+  // the sandbox; an error stops it there and nothing runs. The trace's first row, written beside
+  // the preparation, must be in by then (RunTracer::attach).
+  std::function<Result<void>()> before_start;
 };
 
 struct ExecResult {

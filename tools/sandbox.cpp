@@ -265,8 +265,10 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
   const sbx::SandboxPolicy* fp = fresh ? &*fresh : nullptr;
 
   // The trace is written before the command starts, so even a server killed mid-run leaves a
-  // record (marked interrupted at the next start).
+  // record (marked interrupted at the next start). Its row goes in on the tracer's writer thread
+  // while the run is prepared; the command is handed to the sandbox only once it is in.
   std::string trace_id;
+  std::shared_future<Result<void>> trace_row;
   if (tracer) {
     ExecTraceInfo info;
     auto policy = fresh ? std::optional<sbx::SandboxPolicy>(*fresh) : m.policy_of(req.owner, sandbox_id);
@@ -279,13 +281,14 @@ Result<ToolOutput> sandbox_exec(CallContext& ctx, sbx::SandboxManager& m, RunTra
     if (json svc = services_json(services, req.owner, sandbox_id); !svc.empty() && info.policy.is_object())
       info.policy["services"] = std::move(svc);
     if (ws_root && checkpoints_on(*ws_root)) info.checkpoint_root = ws_root;
-    auto id = tracer->attach(req, info);
+    auto id = tracer->attach(req, info, &trace_row);
     if (!id) return fail(id.error().code, "could not record the run's trace: " + id.error().message);
     trace_id = *id;
   }
   // A run that never started (no sandbox, refused request) still ends its trace, as an error.
   auto end_trace_on_error = [&](const Error& e) {
     if (trace_id.empty()) return;
+    if (trace_row.valid() && !trace_row.get()) return;  // no row was written: nothing to end
     traces::TraceFinish f;
     const bool cancelled = e.code == Errc::cancelled || ctx.stop.stop_requested();
     f.status = cancelled ? "fail" : "error";

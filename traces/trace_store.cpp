@@ -157,7 +157,7 @@ nlohmann::json TraceStore::clean_json(const nlohmann::json& j) const {
   return j;
 }
 
-Result<TraceRecord> TraceStore::start(const TraceStart& s) {
+Result<TraceRecord> TraceStore::prepare_start(const TraceStart& s) const {
   if (!one_of(s.kind, kKinds))
     return fail(Errc::invalid_argument, fmt::format("trace kind '{}' is not exec, verify, publish or service", s.kind));
   TraceRecord r;
@@ -178,39 +178,58 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   r.policy = clean_json(s.policy);
   r.result = clean_json(s.result);
   r.status = "running";
+  r.id = detail::random_trace_id();
+  return r;
+}
+
+Result<void> TraceStore::insert_locked(const TraceRecord& r) {
+  const auto& self = detail::self_identity();
+  db::Statement ins(db_,
+                    "INSERT INTO traces(id, kind, workspace_id, parent_id, name, client, command, cwd, policy,"
+                    " status, started_at, result, owner_pid, owner_start, owner_boot, owner_pidns, principal)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+  ins.bind(1, r.id);
+  ins.bind(2, r.kind);
+  ins.bind(3, r.workspace_id);
+  ins.bind(4, r.parent_id);
+  ins.bind(5, r.name);
+  bind_json(ins, 6, r.client);
+  ins.bind(7, r.command);
+  ins.bind(8, r.cwd);
+  bind_json(ins, 9, r.policy);
+  ins.bind(10, r.started_at);
+  bind_json(ins, 11, r.result);
+  ins.bind(12, self.pid);
+  ins.bind(13, self.start_time);
+  ins.bind(14, self.boot_id);
+  ins.bind(15, self.pid_ns);
+  if (r.principal.empty()) ins.bind_null(16); else ins.bind(16, r.principal);  // NULL: the local user's, as before
+  auto added = ins.run("insert");
+  if (!added) return std::unexpected(added.error());
+  return {};
+}
+
+Result<void> TraceStore::insert_started(const TraceRecord& r) {
+  if (r.parent_id) return fail(Errc::internal, "a trace with a parent is started with start(), which checks it");
+  std::lock_guard lock(mu_);
+  return insert_locked(r);
+}
+
+Result<TraceRecord> TraceStore::start(const TraceStart& s) {
+  auto r = prepare_start(s);
+  if (!r) return r;
   std::lock_guard lock(mu_);
   if (s.parent_id) {
     auto parent = get_locked(*s.parent_id);
     if (!parent) return std::unexpected(parent.error());
     if (!*parent) return std::unexpected(not_found(*s.parent_id));
   }
-  const auto& self = detail::self_identity();
   for (int attempt = 0;; ++attempt) {
-    r.id = detail::random_trace_id();
-    db::Statement ins(db_,
-                      "INSERT INTO traces(id, kind, workspace_id, parent_id, name, client, command, cwd, policy,"
-                      " status, started_at, result, owner_pid, owner_start, owner_boot, owner_pidns, principal)"
-                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
-    ins.bind(1, r.id);
-    ins.bind(2, r.kind);
-    ins.bind(3, r.workspace_id);
-    ins.bind(4, r.parent_id);
-    ins.bind(5, r.name);
-    bind_json(ins, 6, r.client);
-    ins.bind(7, r.command);
-    ins.bind(8, r.cwd);
-    bind_json(ins, 9, r.policy);
-    ins.bind(10, r.started_at);
-    bind_json(ins, 11, r.result);
-    ins.bind(12, self.pid);
-    ins.bind(13, self.start_time);
-    ins.bind(14, self.boot_id);
-    ins.bind(15, self.pid_ns);
-    if (r.principal.empty()) ins.bind_null(16); else ins.bind(16, r.principal);  // NULL: the local user's, as before
-    auto added = ins.run("insert");
+    auto added = insert_locked(*r);
     if (added) return r;
     // A constraint can only be the id: another record drew the same one.
     if (added.error().code != Errc::conflict || attempt == 3) return std::unexpected(added.error());
+    r->id = detail::random_trace_id();
   }
 }
 

@@ -158,6 +158,11 @@ class TraceStore {
 
   // Records a run as running, owned by this process.
   Result<TraceRecord> start(const TraceStart& s);
+  // start() in two halves, for a caller that writes the row beside other work: the record as it
+  // will be stored, with its id drawn (no database work), then its INSERT. Only for records
+  // without a parent; an id another record already has is an error (conflict), not drawn again.
+  Result<TraceRecord> prepare_start(const TraceStart& s) const;
+  Result<void> insert_started(const TraceRecord& r);
   // Ends a running record; conflict if it has already ended.
   Result<void> finish(const std::string& id, const TraceFinish& f);
   // Replaces `result` of a running record (a verify's progress so far).
@@ -190,6 +195,7 @@ class TraceStore {
  private:
   explicit TraceStore(std::string dir) : dir_(std::move(dir)) {}
   Result<std::optional<TraceRecord>> get_locked(const std::string& id);
+  Result<void> insert_locked(const TraceRecord& r);
   Result<std::string> stream_path(const std::string& id, const std::string& stream);
   std::optional<uint64_t> cached_line(const std::string& key);
   void cache_line(const std::string& key, uint64_t line);
