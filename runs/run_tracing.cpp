@@ -163,23 +163,16 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   s.command = manager_ ? manager_->redact(req.display_command) : req.display_command;
   s.cwd = req.cwd;
   s.policy = info.policy;
-  std::string id;
-  if (started && !s.parent_id) {
-    auto rec = store_.prepare_start(s);
-    if (!rec) return std::unexpected(rec.error());
-    id = rec->id;
-    auto dir = store_.output_dir(id);
-    if (!dir) return std::unexpected(dir.error());
-    req.run_dir = *dir;
+  const bool beside = started && !s.parent_id;
+  auto rec = beside ? store_.prepare_start(s) : store_.start(s);
+  if (!rec) return std::unexpected(rec.error());
+  const std::string id = rec->id;
+  auto dir = store_.output_dir(id);
+  if (!dir) return std::unexpected(dir.error());  // before the row is queued: no record left running
+  req.run_dir = *dir;
+  if (beside) {
     *started = writer_.write(std::move(*rec));
     req.before_start = [row = *started]() { return row.get(); };
-  } else {
-    auto rec = store_.start(s);
-    if (!rec) return std::unexpected(rec.error());
-    id = rec->id;
-    auto dir = store_.output_dir(id);
-    if (!dir) return std::unexpected(dir.error());
-    req.run_dir = *dir;
   }
 
   // Output growth is announced at most every 250 ms; the end always is.
