@@ -59,6 +59,11 @@ bool build_program(std::vector<sock_filter>& out, std::string& error) {
   // NNP is set by the shepherd itself before loading.
   rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
   if (rc < 0) return bail(rc, "clearing the NNP attribute");
+  // Syscall numbers dispatched as a binary tree rather than one long chain of compares: the kernel
+  // checks the whole program and JIT-compiles it at every shepherd's load, and runs it for each
+  // syscall of the command (openat, ioctl, clone carry argument tests and so are never cached).
+  rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  if (rc < 0) return bail(rc, "asking for the binary-tree layout");
 
   for (const char* name : kDenied) {
     int nr = seccomp_syscall_resolve_name(name);
@@ -115,15 +120,14 @@ bool build_program(std::vector<sock_filter>& out, std::string& error) {
   }
   // personality: only PER_LINUX (0) and the query 0xffffffff (no READ_IMPLIES_EXEC, no
   // ADDR_NO_RANDOMIZE). libseccomp cannot compare one argument twice in a rule, so "neither value"
-  // is spelled as single masked tests: bit 31 clear with another bit set, or bit 31 set with
-  // another bit clear. The kernel reads the argument as 32 bits, so the high half is ignored.
-  for (int bit = 0; bit < 31; ++bit) {
-    const scmp_datum_t b31 = 1ULL << 31, bb = 1ULL << bit;
-    scmp_arg_cmp set_low = SCMP_A0(SCMP_CMP_MASKED_EQ, b31 | bb, bb);
-    scmp_arg_cmp clear_low = SCMP_A0(SCMP_CMP_MASKED_EQ, b31 | bb, b31);
-    if ((rc = add(ctx, SCMP_SYS(personality), 1, &set_low)) < 0 ||
-        (rc = add(ctx, SCMP_SYS(personality), 1, &clear_low)) < 0)
-      return bail(rc, "personality");
+  // is spelled as single masked tests. A 32-bit value that is neither all zeros nor all ones has,
+  // going round its bits, some bit set whose next bit (bit 0 after bit 31) is clear; one rule per
+  // such pair covers them all, and neither 0 nor 0xffffffff matches any. The kernel reads the
+  // argument as 32 bits, so the high half is not compared.
+  for (int bit = 0; bit < 32; ++bit) {
+    const scmp_datum_t set = 1ULL << bit, next_clear = 1ULL << ((bit + 1) % 32);
+    scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, set | next_clear, set);
+    if ((rc = add(ctx, SCMP_SYS(personality), 1, &c)) < 0) return bail(rc, "personality");
   }
 
   int mfd = static_cast<int>(::syscall(SYS_memfd_create, "kiln-seccomp", MFD_CLOEXEC));

@@ -64,6 +64,12 @@ int main(int argc, char** argv) {
   report("personality_norandom", syscall(SYS_personality, ADDR_NO_RANDOMIZE));
   report("personality_query_ok", syscall(SYS_personality, 0xffffffffUL));
   report("personality_linux_ok", syscall(SYS_personality, 0UL));
+  // The rules test the 32 bits the kernel reads, one pair of neighbouring bits each: values that
+  // differ from the two allowed ones in a single bit, in the top bit only, or only above bit 31.
+  report("personality_linux32", syscall(SYS_personality, (unsigned long)PER_LINUX32));
+  report("personality_top_bit", syscall(SYS_personality, 0x80000000UL));
+  report("personality_all_but_one", syscall(SYS_personality, 0xfffffffeUL));
+  report("personality_high_half_ok", syscall(SYS_personality, 0xdead0000ffffffffUL));
   report("mknod_char", syscall(SYS_mknod, "/tmp/probe_chr", S_IFCHR | 0600, makedev(1, 3)));
   report("mknodat_block", syscall(SYS_mknodat, AT_FDCWD, "/tmp/probe_blk", S_IFBLK | 0600, makedev(8, 0)));
   report("mknod_fifo_ok", syscall(SYS_mknod, "/tmp/probe_fifo", S_IFIFO | 0600, 0));
