@@ -1,6 +1,7 @@
 // Mount construction in the bubblewrap style: a tmpfs base, pivot into it so the host tree sits at
 // /oldroot, build /newroot from binds of /oldroot, pivot again and detach. Binds are recursive and
-// then made read-only recursively with mount_setattr(2), so no submount stays writable.
+// then made read-only recursively with mount_setattr(2), so no submount stays writable: the
+// read-only binds all at once, with the root skeleton, before anything writable is mounted.
 #include "sandbox/helper/mounts.h"
 
 #include "core/open_dir.h"
@@ -11,6 +12,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <unordered_map>
+#include <unordered_set>
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -68,18 +71,29 @@ bool open_data_bind(const DataBind& b, UniqueFd& out, StepError& e) {
   return true;
 }
 
-bool mkdir_p(const std::string& path, StepError& e) {
-  std::size_t pos = 1;
-  while (pos <= path.size()) {
-    std::size_t next = path.find('/', pos);
-    if (next == std::string::npos) next = path.size();
-    std::string prefix = path.substr(0, next);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-      return fail_errno(e, kStep, "creating mount point " + prefix);
-    pos = next + 1;
+// Mount points made so far: most entries share their parents (/newroot, /newroot/etc), and a
+// mkdir that only answers EEXIST still walks the path and locks the parent.
+class MountPoints {
+ public:
+  bool dir(const std::string& path, StepError& e) {
+    std::size_t pos = 1;
+    while (pos <= path.size()) {
+      std::size_t next = path.find('/', pos);
+      if (next == std::string::npos) next = path.size();
+      std::string prefix = path.substr(0, next);
+      if (!made_.contains(prefix)) {
+        if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+          return fail_errno(e, kStep, "creating mount point " + prefix);
+        made_.insert(std::move(prefix));
+      }
+      pos = next + 1;
+    }
+    return true;
   }
-  return true;
-}
+
+ private:
+  std::unordered_set<std::string> made_;
+};
 
 std::string parent_of(const std::string& p) {
   auto slash = p.rfind('/');
@@ -112,29 +126,34 @@ bool restrict_mount(const std::string& dst, std::uint64_t attrs, bool recursive,
   return true;
 }
 
-bool bind(const std::string& src, const std::string& dst, bool is_dir, std::uint64_t attrs, StepError& e) {
-  if (is_dir) {
-    if (!mkdir_p(dst, e)) return false;
-  } else {
-    if (!mkdir_p(parent_of(dst), e)) return false;
-    int fd = ::open(dst.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return fail_errno(e, kStep, "creating mount point " + dst);
-    ::close(fd);
-  }
-  if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
-    return fail_errno(e, kStep, "bind " + src.substr(8) + " -> " + dst.substr(8));
-  return restrict_mount(dst, attrs, true, e);
+bool make_mount_point(MountPoints& points, const std::string& dst, bool is_dir, StepError& e) {
+  if (is_dir) return points.dir(dst, e);
+  if (!points.dir(parent_of(dst), e)) return false;
+  int fd = ::open(dst.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return fail_errno(e, kStep, "creating mount point " + dst);
+  ::close(fd);
+  return true;
 }
 
-bool mount_tmpfs(const std::string& dst, const std::string& opts, unsigned long flags, StepError& e) {
-  if (!mkdir_p(dst, e)) return false;
+// attrs 0: the caller restricts the mount later (the read-only binds, all together).
+bool bind(MountPoints& points, const std::string& src, const std::string& dst, bool is_dir, std::uint64_t attrs,
+          StepError& e) {
+  if (!make_mount_point(points, dst, is_dir, e)) return false;
+  if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+    return fail_errno(e, kStep, "bind " + src.substr(8) + " -> " + dst.substr(8));
+  return attrs == 0 || restrict_mount(dst, attrs, true, e);
+}
+
+bool mount_tmpfs(MountPoints& points, const std::string& dst, const std::string& opts, unsigned long flags,
+                 StepError& e) {
+  if (!points.dir(dst, e)) return false;
   if (::mount("tmpfs", dst.c_str(), "tmpfs", flags, opts.c_str()) != 0)
     return fail_errno(e, kStep, "mounting tmpfs on " + (dst.size() > 8 ? dst.substr(8) : dst));
   return true;
 }
 
-bool build_dev(MountReport& report, unsigned shm_mb, StepError& e) {
-  if (!mount_tmpfs("/newroot/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC, e)) return false;
+bool build_dev(MountPoints& points, MountReport& report, unsigned shm_mb, StepError& e) {
+  if (!mount_tmpfs(points, "/newroot/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC, e)) return false;
   static const char* const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
   for (const char* n : nodes) {
     std::string src = std::string("/oldroot/dev/") + n;
@@ -157,7 +176,7 @@ bool build_dev(MountReport& report, unsigned shm_mb, StepError& e) {
     std::string dst = std::string("/newroot/dev/") + l[1];
     if (::symlink(l[0], dst.c_str()) != 0) return fail_errno(e, kStep, "symlink /dev/" + std::string(l[1]));
   }
-  return mount_tmpfs("/newroot/dev/shm", "mode=1777,size=" + std::to_string(shm_mb) + "m",
+  return mount_tmpfs(points, "/newroot/dev/shm", "mode=1777,size=" + std::to_string(shm_mb) + "m",
                      MS_NOSUID | MS_NODEV | MS_NOEXEC, e);
 }
 
@@ -167,18 +186,26 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
   // Resolve in the host's view first: parents through their symlinks (so /lib -> usr/lib and the
   // like cost nothing later), the last component as it is (a symlink is recreated, not followed).
   std::vector<Entry> entries;
+  std::unordered_map<std::string, std::string> real_parents;  // most entries share /etc or /usr
   for (const auto& p : spec.ro_binds) {
     if (under(p, "/proc") || under(p, "/dev") || p == "/tmp")
       return fail_plain(e, kStep, "ro_binds entry " + p + " would replace the sandbox's own /proc, /dev or /tmp");
-    char real[PATH_MAX];
-    if (::realpath(parent_of(p).c_str(), real) == nullptr) {
-      if (errno == ENOENT || errno == ENOTDIR) {
-        report.skipped.push_back(p);
-        continue;
+    const std::string parent = parent_of(p);
+    auto known = real_parents.find(parent);
+    if (known == real_parents.end()) {
+      char real[PATH_MAX];
+      if (::realpath(parent.c_str(), real) == nullptr) {
+        if (errno != ENOENT && errno != ENOTDIR) return fail_errno(e, kStep, "resolving " + p);
+        real[0] = '\0';  // missing: every entry under it is skipped
       }
-      return fail_errno(e, kStep, "resolving " + p);
+      known = real_parents.emplace(parent, real).first;
     }
-    std::string src = std::string(real) + (std::string(real) == "/" ? "" : "/") + p.substr(p.rfind('/') + 1);
+    const std::string& real = known->second;
+    if (real.empty()) {
+      report.skipped.push_back(p);
+      continue;
+    }
+    std::string src = real + (real == "/" ? "" : "/") + p.substr(p.rfind('/') + 1);
     struct stat st {};
     if (::lstat(src.c_str(), &st) != 0) {
       if (errno == ENOENT) {
@@ -226,45 +253,86 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
   if (::syscall(SYS_pivot_root, "/tmp", "/tmp/oldroot") != 0) return fail_errno(e, kStep, "pivot_root to the base tmpfs");
   if (::chdir("/") != 0) return fail_errno(e, kStep, "chdir /");
 
+  // Two rounds. First the read-only binds and links that sit directly in the root skeleton, with
+  // the mount points of everything else there, then the whole tree is made read-only in one call
+  // (one mount_setattr instead of one per bind: each takes the kernel's global namespace lock).
+  // Then the writable mounts (/tmp, /dev, /proc, the workspace, data folders) and whatever lies
+  // inside another mount, each restricted as it is mounted: a bind inside another bind gets its
+  // mount point only once its parent is read-only, so a missing one is never made on the host.
   const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  auto nested = [&](const Entry& en) {
+    return std::any_of(entries.begin(), entries.end(),
+                       [&](const Entry& o) { return &o != &en && o.path != en.path && under(en.path, o.path); });
+  };
+  auto first_round = [&](const Entry& en) {
+    return (en.kind == Kind::symlink || en.kind == Kind::bind_dir || en.kind == Kind::bind_file) && !nested(en);
+  };
+  MountPoints points;
+  std::vector<std::string> ro_mounts;
   for (const auto& en : entries) {
+    std::string dst = "/newroot" + en.path;
+    if (!first_round(en)) {
+      if (!nested(en) && !points.dir(dst, e)) return false;  // a writable mount's point, in the skeleton
+      continue;
+    }
+    if (en.kind == Kind::symlink) {
+      if (!points.dir(parent_of(dst), e)) return false;
+      if (::symlink(en.source.c_str(), dst.c_str()) != 0 && errno != EEXIST)
+        return fail_errno(e, kStep, "symlink " + en.path);
+      continue;
+    }
+    if (!bind(points, "/oldroot" + en.source, dst, en.kind == Kind::bind_dir, 0, e)) return false;
+    report.ro.push_back({en.path, en.kind == Kind::bind_dir});
+    ro_mounts.push_back(std::move(dst));
+  }
+  struct mount_attr attr {};
+  attr.attr_set = ro;
+  if (::syscall(SYS_mount_setattr, AT_FDCWD, "/newroot", AT_SYMLINK_NOFOLLOW | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+    if (errno != ENOSYS) return fail_errno(e, kStep, "mount_setattr /newroot");
+    // Before 5.12 a remount covers one mount only: each bind, then the skeleton.
+    for (const auto& dst : ro_mounts)
+      if (!restrict_mount(dst, ro, true, e)) return false;
+    if (!restrict_mount("/newroot", MOUNT_ATTR_RDONLY, false, e)) return false;
+  }
+
+  for (const auto& en : entries) {
+    if (first_round(en)) continue;
     std::string dst = "/newroot" + en.path;
     switch (en.kind) {
       case Kind::symlink:
-        if (!mkdir_p(parent_of(dst), e)) return false;
+        if (!points.dir(parent_of(dst), e)) return false;
         if (::symlink(en.source.c_str(), dst.c_str()) != 0 && errno != EEXIST)
           return fail_errno(e, kStep, "symlink " + en.path);
         break;
       case Kind::bind_dir:
       case Kind::bind_file:
-        if (!bind("/oldroot" + en.source, dst, en.kind == Kind::bind_dir, ro, e)) return false;
+        if (!bind(points, "/oldroot" + en.source, dst, en.kind == Kind::bind_dir, ro, e)) return false;
         report.ro.push_back({en.path, en.kind == Kind::bind_dir});
         break;
       case Kind::data:
-        if (!bind("/oldroot" + en.source, dst, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, e)) return false;
+        if (!bind(points, "/oldroot" + en.source, dst, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, e)) return false;
         break;
       case Kind::workspace: {
         std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         if (!spec.workspace_writable) attrs |= MOUNT_ATTR_RDONLY;
-        if (!bind("/oldroot" + en.source, dst, true, attrs, e)) return false;
+        if (!bind(points, "/oldroot" + en.source, dst, true, attrs, e)) return false;
         break;
       }
       case Kind::tmp:
-        if (!mount_tmpfs(dst, "mode=1777,size=" + std::to_string(spec.tmp_size_mb) + "m", MS_NOSUID | MS_NODEV, e))
+        if (!mount_tmpfs(points, dst, "mode=1777,size=" + std::to_string(spec.tmp_size_mb) + "m", MS_NOSUID | MS_NODEV,
+                         e))
           return false;
         break;
       case Kind::dev:
-        if (!build_dev(report, spec.tmp_size_mb, e)) return false;
+        if (!build_dev(points, report, spec.tmp_size_mb, e)) return false;
         break;
       case Kind::proc:
         if (!mount_proc(dst, "/oldroot/dev/null", report.proc, e)) return false;
         break;
     }
   }
-  // Nothing but the mounts above may be written: the root and /dev skeletons become read-only.
-  if (!restrict_mount("/newroot/dev", MOUNT_ATTR_RDONLY, false, e)) return false;
-  if (!restrict_mount("/newroot", MOUNT_ATTR_RDONLY, false, e)) return false;
-  return true;
+  // Nothing but the mounts above may be written: the /dev skeleton becomes read-only too.
+  return restrict_mount("/newroot/dev", MOUNT_ATTR_RDONLY, false, e);
 }
 
 bool enter_root(StepError& e) {
