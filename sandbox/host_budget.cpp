@@ -75,22 +75,40 @@ std::string HostBudget::refusal(const BudgetClaim& c) const {
     what = fmt::format("live sandboxes' memory limits already add up to {} MiB of the {} MiB this server allows, and "
                        "this one asks for {} MiB",
                        memory_mb_, c_.memory_mb, c.memory_mb);
-  else
+  else if (pids_ + c.pids > c_.pids)
     what = fmt::format("live sandboxes' process limits already add up to {} of the {} this server allows, and this "
                        "one asks for {}",
                        pids_, c_.pids, c.pids);
+  else
+    what = fmt::format("{} other request{} already waiting for room", waiting_.size(),
+                       waiting_.size() == 1 ? " is" : "s are");
   return fmt::format("no room for another sandbox: {}. Destroy sandboxes you no longer need (sandbox_list, "
                      "sandbox_destroy), ask for smaller limits.memory_mb / limits.pids, or start kiln with higher "
                      "--max-sandboxes / --max-sandbox-memory-mb / --max-sandbox-pids",
                      what);
 }
 
+void HostBudget::take(const BudgetClaim& c) {
+  ++live_;
+  memory_mb_ += c.memory_mb;
+  pids_ += c.pids;
+}
+
+void HostBudget::serve_waiters() {
+  // In order: a large claim at the front is not starved by smaller ones arriving after it.
+  while (!waiting_.empty() && fits(waiting_.front()->claim)) {
+    Waiter* w = waiting_.front();
+    waiting_.pop_front();
+    take(w->claim);
+    w->granted = true;
+    w->cv.notify_one();
+  }
+}
+
 Result<HostBudget::Lease> HostBudget::try_acquire(BudgetClaim claim) {
   std::lock_guard lock(mu_);
-  if (!fits(claim)) return fail(Errc::too_large, refusal(claim));
-  ++live_;
-  memory_mb_ += claim.memory_mb;
-  pids_ += claim.pids;
+  if (!waiting_.empty() || !fits(claim)) return fail(Errc::too_large, refusal(claim));
+  take(claim);
   return Lease(this, claim);
 }
 
@@ -98,24 +116,26 @@ Result<HostBudget::Lease> HostBudget::acquire(BudgetClaim claim, std::stop_token
                                               std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(mu_);
   if (!could_ever_fit(claim)) return fail(Errc::too_large, refusal(claim));
-  if (!freed_.wait_until(lock, stop, deadline, [&] { return fits(claim); })) {
-    if (stop.stop_requested()) return fail(Errc::cancelled, "cancelled while waiting for room for a sandbox");
-    return fail(Errc::too_large, refusal(claim));
+  if (waiting_.empty() && fits(claim)) {
+    take(claim);
+    return Lease(this, claim);
   }
-  ++live_;
-  memory_mb_ += claim.memory_mb;
-  pids_ += claim.pids;
-  return Lease(this, claim);
+  Waiter w{claim};
+  auto place = waiting_.insert(waiting_.end(), &w);
+  w.cv.wait_until(lock, stop, deadline, [&] { return w.granted; });
+  if (w.granted) return Lease(this, claim);  // granted counts even if it came with the deadline
+  waiting_.erase(place);
+  serve_waiters();  // it may have been the one holding the others back
+  if (stop.stop_requested()) return fail(Errc::cancelled, "cancelled while waiting for room for a sandbox");
+  return fail(Errc::too_large, refusal(claim));
 }
 
 void HostBudget::give_back(const BudgetClaim& c) {
-  {
-    std::lock_guard lock(mu_);
-    live_ -= std::min<std::size_t>(live_, 1);
-    memory_mb_ -= std::min(memory_mb_, c.memory_mb);
-    pids_ -= std::min(pids_, c.pids);
-  }
-  freed_.notify_all();
+  std::lock_guard lock(mu_);
+  live_ -= std::min<std::size_t>(live_, 1);
+  memory_mb_ -= std::min(memory_mb_, c.memory_mb);
+  pids_ -= std::min(pids_, c.pids);
+  serve_waiters();
 }
 
 std::uint64_t HostBudget::reserve_bytes_for(const std::string& path) const {
@@ -140,7 +160,7 @@ Result<void> HostBudget::check_free_space(const std::string& path, std::string_v
 
 nlohmann::json HostBudget::report() const {
   std::lock_guard lock(mu_);
-  return {{"max_sandboxes", c_.max_sandboxes}, {"live_sandboxes", live_},
+  return {{"max_sandboxes", c_.max_sandboxes}, {"live_sandboxes", live_}, {"waiting", waiting_.size()},
           {"memory_mb", {{"ceiling", c_.memory_mb}, {"claimed", memory_mb_}}},
           {"pids", {{"ceiling", c_.pids}, {"claimed", pids_}}},
           {"disk_reserve_mb", c_.disk_reserve_mb ? nlohmann::json(c_.disk_reserve_mb) : nlohmann::json("min(2048, 5% of the filesystem)")}};

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -67,9 +68,11 @@ class HostBudget {
     BudgetClaim claim_;
   };
 
-  // Takes room at once, or fails (Errc::too_large) with the numbers and what to do.
+  // Takes room at once, or fails (Errc::too_large) with the numbers and what to do. Room that
+  // others are already waiting for is theirs: with anyone queued, this fails.
   Result<Lease> try_acquire(BudgetClaim claim);
   // Waits for room until `deadline` or `stop`; a claim that could never fit fails at once.
+  // Waiters are served in arrival order, each woken only when room is given to it.
   Result<Lease> acquire(BudgetClaim claim, std::stop_token stop, std::chrono::steady_clock::time_point deadline);
 
   // False when the claim is bigger than a whole ceiling: no amount of waiting helps.
@@ -88,10 +91,21 @@ class HostBudget {
   bool fits(const BudgetClaim& c) const;  // under mu_
   std::string refusal(const BudgetClaim& c) const;  // under mu_
   void give_back(const BudgetClaim& c);
+  void take(const BudgetClaim& c);  // under mu_
+  void serve_waiters();             // under mu_
+
+  // One per blocked acquire. A give_back that frees room hands it to the waiters at the front
+  // directly: waking all of them to re-check (a burst of a hundred sandboxes queued behind the
+  // pids ceiling) cost more CPU than building the sandboxes.
+  struct Waiter {
+    BudgetClaim claim;
+    bool granted = false;
+    std::condition_variable_any cv;
+  };
 
   HostCeilings c_;
   mutable std::mutex mu_;
-  std::condition_variable_any freed_;
+  std::list<Waiter*> waiting_;
   std::size_t live_ = 0;
   std::uint64_t memory_mb_ = 0, pids_ = 0;
 };

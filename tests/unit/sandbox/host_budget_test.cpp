@@ -2,7 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "sandbox/host_budget.h"
 
@@ -77,4 +79,58 @@ TEST_CASE("defaults come from this host and the reserve is min(2 GiB, 5% of the 
   auto refused = huge.check_free_space("/", "the root");
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message.find("--disk-reserve-mb") != std::string::npos);
+}
+
+TEST_CASE("waiters are served in arrival order, and room they wait for is not taken by try_acquire") {
+  HostBudget b(HostCeilings{.max_sandboxes = 10, .memory_mb = 100, .pids = 100});
+  auto held = b.try_acquire({90, 1});
+  REQUIRE(held);
+  std::mutex mu;
+  std::vector<int> order;
+  auto waiter = [&](int who, std::uint64_t mb) {
+    return std::jthread([&, who, mb] {
+      auto got = b.acquire({mb, 1}, {}, std::chrono::steady_clock::now() + 60s);
+      REQUIRE(got);
+      {
+        std::lock_guard lock(mu);
+        order.push_back(who);
+      }
+      std::this_thread::sleep_for(20ms);
+    });
+  };
+  // The first waiter wants all the memory; the second would fit beside `held` but must not pass it.
+  auto first = waiter(1, 100);
+  while (b.report().value("waiting", 0) < 1) std::this_thread::sleep_for(1ms);
+  auto second = waiter(2, 10);
+  while (b.report().value("waiting", 0) < 2) std::this_thread::sleep_for(1ms);
+  auto refused = b.try_acquire({5, 1});  // fits, but two are queued ahead of it
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("2 other requests are already waiting") != std::string::npos);
+  held->release();
+  first.join();
+  second.join();
+  REQUIRE(order.size() == 2);
+  CHECK(order[0] == 1);
+  CHECK(order[1] == 2);
+  CHECK(b.try_acquire({100, 1}));  // both gave their room back
+}
+
+TEST_CASE("a waiter that gives up lets the ones behind it in") {
+  HostBudget b(HostCeilings{.max_sandboxes = 10, .memory_mb = 100, .pids = 100});
+  auto held = b.try_acquire({60, 1});
+  REQUIRE(held);
+  std::stop_source stop;
+  std::jthread big([&] {
+    auto got = b.acquire({100, 1}, stop.get_token(), std::chrono::steady_clock::now() + 60s);
+    CHECK_FALSE(got);  // cancelled: it never fits while `held` lives
+  });
+  while (b.report().value("waiting", 0) < 1) std::this_thread::sleep_for(1ms);
+  std::jthread small([&] {
+    auto got = b.acquire({30, 1}, {}, std::chrono::steady_clock::now() + 60s);
+    CHECK(got);  // fits beside `held`, but queued behind `big` until it leaves
+  });
+  while (b.report().value("waiting", 0) < 2) std::this_thread::sleep_for(1ms);
+  stop.request_stop();
+  big.join();
+  small.join();
 }
