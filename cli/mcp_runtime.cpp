@@ -122,6 +122,7 @@ PendingMcpRuntime prepare_mcp_runtime(const McpRuntimeOptions& options) {
   server.options.allow_unsandboxed = options.allow_unsandboxed;
   server.options.sandbox_idle_s = options.sandbox_idle_s;
   server.resources.push_back(&rt->trace_family);
+  server.before_tool_call = [traces = rt->traces.get()] { traces->wait_finishes(); };
   return {server, [] { return rt->open(); }};
 }
 

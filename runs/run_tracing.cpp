@@ -189,19 +189,42 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   auto previous_done = std::move(req.on_finished);
   json policy = info.policy;
   std::string before;
-  if (checkpoints_ && info.checkpoint_root)
+  if (checkpoints_ && info.checkpoint_root) {
+    store_.wait_finishes();  // an earlier run's checkpoint after it comes first
     before = checkpoint_before(info.checkpoint_root, info.workspace_id, info.principal, info.checkpoint_trigger, id);
+  }
   auto cp_root = before.empty() ? nullptr : info.checkpoint_root;
-  req.on_finished = [self, id, policy, previous_done, before, cp_root, ws = info.workspace_id,
-                     who = info.principal, trigger = info.checkpoint_trigger](const sbx::ExecResult& r) {
+  auto end = [self, id, policy, before, cp_root, ws = info.workspace_id, who = info.principal,
+              trigger = info.checkpoint_trigger](const sbx::ExecResult& r) {
     // In the same update that ends the record, so whoever reads the ended trace sees its changes.
     auto finish = trace_finish_of(r, policy);
     if (cp_root) finish.changes = self->changes_since(cp_root, ws, who, trigger, id, before);
     if (auto done = self->store_.finish(id, finish); !done)
       spdlog::warn("trace {}: could not record the end of the run: {}", id, done.error().message);
     self->changed(id);
-    if (previous_done) previous_done(r);
   };
+  // A sandbox_exec's end (the checkpoint after it and the record's UPDATE, a quarter of a
+  // millisecond) is written once its caller has the result, on the manager's thread and before
+  // the run's clean-up there (another thread for it only made three busy threads on two cores
+  // when the answer goes out). The store holds every read of the record until then, and the
+  // server lets no tool call start before it is written (wait_for_trace_ends), so the next call
+  // never sees the run still running nor the workspace before the checkpoint after it.
+  if (beside) {
+    auto result = std::make_shared<std::optional<sbx::ExecResult>>();
+    req.on_finished = [self, id, result, previous_done](const sbx::ExecResult& r) {
+      self->store_.expect_finish(id);
+      *result = r;
+      if (previous_done) previous_done(r);
+    };
+    req.after_result = [end, result] {
+      if (*result) end(**result);
+    };
+  } else {
+    req.on_finished = [end, previous_done](const sbx::ExecResult& r) {
+      end(r);
+      if (previous_done) previous_done(r);
+    };
+  }
   req.on_sandbox_cleanup = [self, id](const sbx::CleanupReport& c) {
     json j = {{"sandbox_id", c.sandbox_id},
               {"processes_killed", c.processes_killed},

@@ -252,6 +252,7 @@ void SandboxManager::Impl::finish(const std::shared_ptr<Run>& run) {
   run->cv.notify_all();
   // The waiting caller has its result now; the group clean-up below is not on its path.
   lock.unlock();
+  if (auto after = std::move(run->req.after_result)) after();
   if (sb) sb->execs.erase(run->exec_id);
   // The last kMaxFinishedRuns runs stay findable; their pipes are closed (open_pipes is 0 here),
   // so the 2 x 64 KiB read buffers go now rather than stay with each of them (~128 MB at the cap).

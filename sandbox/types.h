@@ -114,6 +114,10 @@ struct ExecRequest {
   // Called once with the final result, before a foreground caller is woken (so a trace written
   // here is complete when the tool answers). Runs on the sandbox's event loop; keep it short.
   std::function<void(const ExecResult&)> on_finished;
+  // Called once on the same loop right after the caller has been woken with the result, before
+  // the run's clean-up: work the answer does not wait for (RunTracer writes the trace's end here,
+  // having told the trace store in on_finished that it is coming).
+  std::function<void()> after_result;
   // A long-lived server (a service): output past output_bytes is counted as dropped instead of
   // killing the tree, so a chatty server keeps serving (its first output_bytes stay readable); and
   // disk_mb, a budget of one command measured as the filesystem's free space since it started, does

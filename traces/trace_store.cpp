@@ -233,7 +233,33 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   }
 }
 
+void TraceStore::expect_finish(const std::string& id) {
+  std::lock_guard lock(ends_mu_);
+  ends_due_.insert(id);
+}
+
+void TraceStore::wait_finishes() { wait_finished({}); }
+
+void TraceStore::wait_finished(const std::string& id) {
+  std::unique_lock lock(ends_mu_);
+  ends_cv_.wait(lock, [&] { return id.empty() ? ends_due_.empty() : !ends_due_.contains(id); });
+}
+
+void TraceStore::finished_now(const std::string& id) {
+  {
+    std::lock_guard lock(ends_mu_);
+    if (ends_due_.erase(id) == 0) return;
+  }
+  ends_cv_.notify_all();
+}
+
 Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
+  // Whatever the outcome, the end announced for `id` (if any) is no longer to come.
+  struct Done {
+    TraceStore* self;
+    const std::string& id;
+    ~Done() { self->finished_now(id); }
+  } done{this, id};
   if (!one_of(f.status, {"pass", "fail", "error", "interrupted"}))
     return fail(Errc::invalid_argument,
                 fmt::format("a trace ends as pass, fail, error or interrupted, not '{}'", f.status));
@@ -284,6 +310,7 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
 }
 
 Result<void> TraceStore::update_result(const std::string& id, const nlohmann::json& result) {
+  wait_finished(id);
   std::lock_guard lock(mu_);
   db::Statement upd(db_, "UPDATE traces SET result = ?2 WHERE id = ?1 AND status = 'running'");
   upd.bind(1, id);
@@ -301,6 +328,7 @@ Result<void> TraceStore::set_tests(const std::string& id, const nlohmann::json& 
                                    const std::string& error) {
   if (!one_of(status, {"pass", "fail", "error", "interrupted"}))
     return fail(Errc::invalid_argument, fmt::format("a trace ends as pass, fail, error or interrupted, not '{}'", status));
+  wait_finished(id);
   std::lock_guard lock(mu_);
   db::Statement upd(db_,
                     "UPDATE traces SET tests = ?2, status = ?3, error = CASE WHEN ?4 = '' THEN error ELSE ?4 END"
@@ -319,6 +347,7 @@ Result<void> TraceStore::set_tests(const std::string& id, const nlohmann::json& 
 }
 
 Result<void> TraceStore::set_changes(const std::string& id, const nlohmann::json& changes) {
+  wait_finished(id);
   std::lock_guard lock(mu_);
   db::Statement upd(db_, "UPDATE traces SET changes = ?2 WHERE id = ?1");
   upd.bind(1, id);
@@ -330,6 +359,7 @@ Result<void> TraceStore::set_changes(const std::string& id, const nlohmann::json
 }
 
 Result<void> TraceStore::set_cleanup(const std::string& id, const nlohmann::json& cleanup) {
+  wait_finished(id);
   std::lock_guard lock(mu_);
   db::Statement upd(db_, "UPDATE traces SET cleanup = ?2 WHERE id = ?1");
   upd.bind(1, id);
@@ -341,6 +371,7 @@ Result<void> TraceStore::set_cleanup(const std::string& id, const nlohmann::json
 }
 
 Result<std::optional<TraceRecord>> TraceStore::get(const std::string& id) {
+  wait_finished(id);
   std::lock_guard lock(mu_);
   return get_locked(id);
 }
@@ -409,6 +440,7 @@ Result<TracePage> TraceStore::list(const TraceQuery& q) {
     sql += fmt::format(" AND (started_at, id) < (?{}, ?{})", args.size() - 1, args.size());
   }
   sql += fmt::format(" ORDER BY started_at DESC, id DESC LIMIT {}", limit + 1);
+  wait_finished({});
   std::lock_guard lock(mu_);
   db::Statement sel(db_, sql);
   for (size_t i = 0; i < args.size(); ++i) sel.bind(int(i + 1), args[i]);
@@ -424,6 +456,7 @@ Result<TracePage> TraceStore::list(const TraceQuery& q) {
 }
 
 Result<TraceCounts> TraceStore::count(const std::string& workspace_id, const PrincipalFilter& who) {
+  wait_finished({});
   std::lock_guard lock(mu_);
   db::Statement sel(db_,
                     "SELECT status, COUNT(*) FROM traces WHERE parent_id IS NULL AND (?1 = '' OR workspace_id = ?1)"

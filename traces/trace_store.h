@@ -2,12 +2,14 @@
 // agent can ask later what ran, under which policy and how it ended. Output bytes are files beside it.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -165,6 +167,13 @@ class TraceStore {
   Result<void> insert_started(const TraceRecord& r);
   // Ends a running record; conflict if it has already ended.
   Result<void> finish(const std::string& id, const TraceFinish& f);
+  // The end of record `id` will be written a moment from now, by finish() on another thread
+  // (RunTracer writes a sandbox_exec's end after its caller has the result). Until then every
+  // read or update of that record here waits for it, and lists and counts wait for every such
+  // end, so nobody who was told that a run ended can read it as still running.
+  void expect_finish(const std::string& id);
+  // Waits until no end announced with expect_finish() is still unwritten.
+  void wait_finishes();
   // Replaces `result` of a running record (a verify's progress so far).
   Result<void> update_result(const std::string& id, const nlohmann::json& result);
   // Attaches the parsed test report to an ended record (read after the run) and sets its status
@@ -200,6 +209,9 @@ class TraceStore {
   std::optional<uint64_t> cached_line(const std::string& key);
   void cache_line(const std::string& key, uint64_t line);
 
+  void wait_finished(const std::string& id);  // empty: every announced end
+  void finished_now(const std::string& id);
+
   std::string clean(std::string_view s) const;
   std::string clean(const std::string& s) const { return clean(std::string_view(s)); }
   nlohmann::json clean_json(const nlohmann::json& j) const;
@@ -208,6 +220,9 @@ class TraceStore {
   Scrubber scrub_;
   db::Database db_;
   std::mutex mu_;  // one connection, one statement sequence at a time
+  std::mutex ends_mu_;  // never held while mu_ is wanted
+  std::condition_variable ends_cv_;
+  std::set<std::string> ends_due_;
   // Line number at each grep's next_offset, so a continued grep need not recount from byte 0;
   // output files only grow, so a prefix's line count never changes.
   std::mutex line_mu_;

@@ -477,3 +477,39 @@ TEST_CASE("principals: recorded per trace, filtered in lists and counts; a versi
   qb.cursor = first->next_cursor;
   CHECK_FALSE(s->list(qb).has_value());
 }
+
+TEST_CASE("an end announced with expect_finish holds reads of the record, lists and counts until it is written") {
+  TempDir t;
+  auto s = open_store(t.path);
+  auto a = start(*s);
+  auto other = start(*s);
+  s->expect_finish(a.id);
+  // Written a moment later on another thread, as RunTracer does after its caller has the result.
+  std::jthread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    TraceFinish f;
+    f.status = "pass";
+    f.exit_code = 0;
+    REQUIRE(s->finish(a.id, f));
+  });
+  auto got = s->get(a.id);
+  REQUIRE(got);
+  REQUIRE(got->has_value());
+  CHECK((*got)->status == "pass");
+  TraceQuery q;
+  auto page = s->list(q);
+  REQUIRE(page);
+  for (const auto& r : page->records)
+    if (r.id == a.id) CHECK(r.status == "pass");
+  writer.join();
+  // A record with nothing announced is read at once, and an end that fails still releases.
+  auto running = s->get(other.id);
+  REQUIRE(running);
+  CHECK((*running)->status == "running");
+  s->expect_finish(other.id);
+  TraceFinish bad;
+  bad.status = "running";
+  CHECK_FALSE(s->finish(other.id, bad));
+  s->wait_finishes();
+  CHECK(s->get(other.id));
+}
