@@ -207,8 +207,9 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   // millisecond) is written once its caller has the result, on the manager's thread and before
   // the run's clean-up there (another thread for it only made three busy threads on two cores
   // when the answer goes out). The store holds every read of the record until then, and the
-  // server lets no tool call start before it is written (wait_for_trace_ends), so the next call
-  // never sees the run still running nor the workspace before the checkpoint after it.
+  // server lets no tool call start before it is written (ServerContext::before_tool_call), so
+  // the next call never sees the run still running nor the workspace before the checkpoint
+  // after it.
   if (beside) {
     auto result = std::make_shared<std::optional<sbx::ExecResult>>();
     req.on_finished = [self, id, result, previous_done](const sbx::ExecResult& r) {

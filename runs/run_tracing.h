@@ -62,9 +62,6 @@ class RunTracer {
 
   // Tells subscribers (resources/subscribe on kiln://trace/ID) that the record changed.
   void changed(const std::string& trace_id) const;
-  // Returns once the ends of finished runs queued on the writer thread are written (a server
-  // calls it before each tool call: see attach).
-  void wait_for_trace_ends() { store_.wait_finishes(); }
 
   // Where automatic checkpoints go (null: none are taken).
   void set_checkpoints(workspace::CheckpointStore* store) { checkpoints_ = store; }
