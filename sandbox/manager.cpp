@@ -326,7 +326,12 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
 
   const bool want_cg = cg.version != CgroupVersion::none;
   if (want_cg) {
-    auto set = CgroupSet::create(cg, sb->id + cgroup_owner_suffix(), policy.limits);
+    // A v1 cpuacct group is read only to hold a fresh sandbox's exec to cpu_s (the whole tree's
+    // CPU) and for unsandboxed runs; otherwise it is a folder made and removed for nothing, and
+    // one more group for the helper to join (100 sandboxes at once are bound by such CPU).
+    CgroupLayout layout = cg;
+    if (layout.version == CgroupVersion::v1 && !sb->unsandboxed && !policy.limits.cpu_s) layout.bases.erase("cpuacct");
+    auto set = CgroupSet::create(layout, sb->id + cgroup_owner_suffix(), policy.limits);
     if (!set) {
       // A limit that only a cgroup can enforce must not be dropped silently.
       if ((policy.requested.memory_mb || policy.requested.pids) && !sb->unsandboxed)
