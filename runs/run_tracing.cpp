@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -217,8 +218,13 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
       *result = r;
       if (previous_done) previous_done(r);
     };
-    req.after_result = [end, result] {
-      if (*result) end(**result);
+    req.after_result = [self, id, end, result] {
+      try {
+        if (*result) end(**result);
+      } catch (const std::exception& e) {
+        spdlog::warn("trace {}: could not record the end of the run: {}", id, e.what());
+      }
+      self->store_.forget_finish(id);  // if end() never reached finish(), nobody waits for it
     };
   } else {
     req.on_finished = [end, previous_done](const sbx::ExecResult& r) {

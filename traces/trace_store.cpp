@@ -242,10 +242,13 @@ void TraceStore::wait_finishes() { wait_finished({}); }
 
 void TraceStore::wait_finished(const std::string& id) {
   std::unique_lock lock(ends_mu_);
-  ends_cv_.wait(lock, [&] { return id.empty() ? ends_due_.empty() : !ends_due_.contains(id); });
+  // Bounded: an end is a single UPDATE a moment away; should its writer ever be lost, a read
+  // goes on after this rather than every later call hanging.
+  ends_cv_.wait_for(lock, std::chrono::seconds(10),
+                    [&] { return id.empty() ? ends_due_.empty() : !ends_due_.contains(id); });
 }
 
-void TraceStore::finished_now(const std::string& id) {
+void TraceStore::forget_finish(const std::string& id) {
   {
     std::lock_guard lock(ends_mu_);
     if (ends_due_.erase(id) == 0) return;
@@ -258,7 +261,7 @@ Result<void> TraceStore::finish(const std::string& id, const TraceFinish& f) {
   struct Done {
     TraceStore* self;
     const std::string& id;
-    ~Done() { self->finished_now(id); }
+    ~Done() { self->forget_finish(id); }
   } done{this, id};
   if (!one_of(f.status, {"pass", "fail", "error", "interrupted"}))
     return fail(Errc::invalid_argument,

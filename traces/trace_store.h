@@ -2,6 +2,7 @@
 // agent can ask later what ran, under which policy and how it ended. Output bytes are files beside it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -172,6 +173,8 @@ class TraceStore {
   // read or update of that record here waits for it, and lists and counts wait for every such
   // end, so nobody who was told that a run ended can read it as still running.
   void expect_finish(const std::string& id);
+  // The announced end will not come after all (its writer failed before finish()).
+  void forget_finish(const std::string& id);
   // Waits until no end announced with expect_finish() is still unwritten.
   void wait_finishes();
   // Replaces `result` of a running record (a verify's progress so far).
@@ -210,7 +213,6 @@ class TraceStore {
   void cache_line(const std::string& key, uint64_t line);
 
   void wait_finished(const std::string& id);  // empty: every announced end
-  void finished_now(const std::string& id);
 
   std::string clean(std::string_view s) const;
   std::string clean(const std::string& s) const { return clean(std::string_view(s)); }
