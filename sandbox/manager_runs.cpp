@@ -139,7 +139,10 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       }
     }
   }
-  if (sb->cg) run->cg_before = sb->cg->usage();
+  // A fresh sandbox's group has held nothing but the sandbox's own setup: no OOM kill, no pids.max
+  // event, so its counters start at zero and need no reads on the way to the command. Its CPU
+  // time is not zero (the setup ran in it), which cpu_s must not count.
+  if (sb->cg && (!sb->fresh || run->limits.cpu_s)) run->cg_before = sb->cg->usage();
 
   const Limits& l = run->limits;
   json rlimits = json::object();
