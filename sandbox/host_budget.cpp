@@ -113,7 +113,8 @@ Result<HostBudget::Lease> HostBudget::try_acquire(BudgetClaim claim) {
 }
 
 Result<HostBudget::Lease> HostBudget::acquire(BudgetClaim claim, std::stop_token stop,
-                                              std::chrono::steady_clock::time_point deadline) {
+                                              std::chrono::steady_clock::time_point deadline,
+                                              const std::function<void()>& meanwhile, std::chrono::milliseconds every) {
   std::unique_lock lock(mu_);
   if (!could_ever_fit(claim)) return fail(Errc::too_large, refusal(claim));
   if (waiting_.empty() && fits(claim)) {
@@ -121,11 +122,32 @@ Result<HostBudget::Lease> HostBudget::acquire(BudgetClaim claim, std::stop_token
     return Lease(this, claim);
   }
   Waiter w{claim};
-  auto place = waiting_.insert(waiting_.end(), &w);
-  w.cv.wait_until(lock, stop, deadline, [&] { return w.granted; });
-  if (w.granted) return Lease(this, claim);  // granted counts even if it came with the deadline
-  waiting_.erase(place);
-  serve_waiters();  // it may have been the one holding the others back
+  // In the queue from here until granted or given up, whatever way this returns.
+  struct Place {
+    HostBudget& b;
+    Waiter& w;
+    std::list<Waiter*>::iterator at;
+    ~Place() {
+      if (w.granted) return;
+      b.waiting_.erase(at);
+      b.serve_waiters();  // it may have been the one holding the others back
+    }
+  } place{*this, w, waiting_.insert(waiting_.end(), &w)};
+  for (;;) {
+    const auto until = meanwhile ? std::min(deadline, std::chrono::steady_clock::now() + every) : deadline;
+    w.cv.wait_until(lock, stop, until, [&] { return w.granted; });
+    // Granted counts even if it came with the deadline or the stop.
+    if (w.granted || stop.stop_requested() || std::chrono::steady_clock::now() >= deadline) break;
+    lock.unlock();
+    try {
+      meanwhile();
+    } catch (...) {
+      lock.lock();  // the queue is left under the lock (Place)
+      throw;
+    }
+    lock.lock();
+  }
+  if (w.granted) return Lease(this, claim);
   if (stop.stop_requested()) return fail(Errc::cancelled, "cancelled while waiting for room for a sandbox");
   return fail(Errc::too_large, refusal(claim));
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -72,8 +73,12 @@ class HostBudget {
   // others are already waiting for is theirs: with anyone queued, this fails.
   Result<Lease> try_acquire(BudgetClaim claim);
   // Waits for room until `deadline` or `stop`; a claim that could never fit fails at once.
-  // Waiters are served in arrival order, each woken only when room is given to it.
-  Result<Lease> acquire(BudgetClaim claim, std::stop_token stop, std::chrono::steady_clock::time_point deadline);
+  // Waiters are served in arrival order, each woken only when room is given to it. `meanwhile`,
+  // if set, is called every `every` while it waits (without the lock, keeping its place): the
+  // manager retires idle spares there, which may have been made since the wait began.
+  Result<Lease> acquire(BudgetClaim claim, std::stop_token stop, std::chrono::steady_clock::time_point deadline,
+                        const std::function<void()>& meanwhile = {},
+                        std::chrono::milliseconds every = std::chrono::milliseconds(200));
 
   // False when the claim is bigger than a whole ceiling: no amount of waiting helps.
   bool could_ever_fit(const BudgetClaim& claim) const {

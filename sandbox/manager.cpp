@@ -276,17 +276,18 @@ Result<HostBudget::Lease> SandboxManager::Impl::admit(const SandboxPolicy& polic
   const auto patience = how == Admission::wait ? std::chrono::duration<double>(policy.limits.wall_s.value_or(600))
                                                : std::chrono::duration<double>(3);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(patience);
-  for (;;) {
+  // One place in the queue for the whole wait; every 200 ms the idle spares are retired again
+  // (a spare whose build had its room before this request came may have finished since).
+  auto give_way = [this] {
     bool idle_spares;
     {
       std::lock_guard lock(mu);
       idle_spares = !spares.empty();
     }
     if (idle_spares) retire_all_spares();
-    auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
-    got = budget.acquire(claim, stop, step);
-    if (got || got.error().code == Errc::cancelled || Clock::now() >= deadline || !budget.could_ever_fit(claim)) break;
-  }
+  };
+  give_way();
+  got = budget.acquire(claim, stop, deadline, give_way);
   if (!got && got.error().code == Errc::too_large && how == Admission::wait)
     got.error().message += fmt::format(" (waited {:.0f} s for room, the run's wall time)", patience.count());
   return got;

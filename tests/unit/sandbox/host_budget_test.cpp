@@ -1,6 +1,7 @@
 // The server-wide ceilings: admission by count, memory and pids, waiting for room, giving it back.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -133,4 +134,34 @@ TEST_CASE("a waiter that gives up lets the ones behind it in") {
   stop.request_stop();
   big.join();
   small.join();
+}
+
+TEST_CASE("a waiter keeps its place while `meanwhile` runs between its waits") {
+  HostBudget b(HostCeilings{.max_sandboxes = 10, .memory_mb = 100, .pids = 100});
+  auto held = b.try_acquire({90, 1});
+  REQUIRE(held);
+  std::atomic<int> ticks{0};
+  std::mutex mu;
+  std::vector<int> order;
+  auto tick = [&] { ++ticks; };
+  std::jthread big([&] {
+    auto got = b.acquire({100, 1}, {}, std::chrono::steady_clock::now() + 60s, tick, 5ms);
+    REQUIRE(got);
+    std::lock_guard lock(mu);
+    order.push_back(1);
+  });
+  while (b.report().value("waiting", 0) < 1) std::this_thread::sleep_for(1ms);
+  std::jthread small([&] {
+    auto got = b.acquire({10, 1}, {}, std::chrono::steady_clock::now() + 60s, tick, 5ms);
+    REQUIRE(got);
+    std::lock_guard lock(mu);
+    order.push_back(2);
+  });
+  while (ticks < 10) std::this_thread::sleep_for(1ms);  // both have woken and gone back several times
+  CHECK(b.report().value("waiting", 0) == 2);
+  held->release();
+  big.join();
+  small.join();
+  REQUIRE(order.size() == 2);
+  CHECK(order[0] == 1);
 }
