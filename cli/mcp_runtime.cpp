@@ -122,7 +122,9 @@ PendingMcpRuntime prepare_mcp_runtime(const McpRuntimeOptions& options) {
   server.options.allow_unsandboxed = options.allow_unsandboxed;
   server.options.sandbox_idle_s = options.sandbox_idle_s;
   server.resources.push_back(&rt->trace_family);
-  server.before_tool_call = [traces = rt->traces.get()] { traces->wait_finishes(); };
+  server.before_tool_call = [traces = rt->traces.get()](const std::string& principal) {
+    traces->wait_finishes(&principal);
+  };
   return {server, [] { return rt->open(); }};
 }
 

@@ -177,7 +177,7 @@ MethodResult tools_call(MethodEnv& env, const json& params) {
       return json{{"resultType", "input_required"}, {"inputRequests", std::move(**needs)}};
     }
   }
-  if (env.server.before_tool_call) env.server.before_tool_call();
+  if (env.server.before_tool_call && env.ctx.session) env.server.before_tool_call(env.ctx.session->principal());
   if (tool_runs_as_task(env, tool->definition, params)) return start_task(env, *tool, p->name, std::move(p->arguments), params);
   return run_tool(env, *tool, p->name, p->arguments);
 }

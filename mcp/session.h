@@ -55,9 +55,10 @@ struct ServerContext {
   std::vector<const ResourceProvider*> resources;
   // Tasks and resource-change events, shared by every session of the process.
   std::shared_ptr<ServerShared> shared = make_server_shared();
-  // Run on the request's thread before a tool starts: the runtime waits there for the records of
-  // runs that have answered but whose trace end is still being written (RunTracer::attach).
-  std::function<void()> before_tool_call;
+  // Run on the request's thread before a tool starts, with the caller's principal: the runtime
+  // waits there for the records of that principal's runs that have answered but whose trace end
+  // is still being written (RunTracer::attach).
+  std::function<void(const std::string& principal)> before_tool_call;
 };
 
 // Whether a session answers `method` for a request of that era (the HTTP transport answers an

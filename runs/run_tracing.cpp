@@ -191,7 +191,7 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   json policy = info.policy;
   std::string before;
   if (checkpoints_ && info.checkpoint_root) {
-    store_.wait_finishes();  // an earlier run's checkpoint after it comes first
+    store_.wait_finishes(&info.principal);  // an earlier run's checkpoint after it comes first
     before = checkpoint_before(info.checkpoint_root, info.workspace_id, info.principal, info.checkpoint_trigger, id);
   }
   auto cp_root = before.empty() ? nullptr : info.checkpoint_root;
@@ -213,10 +213,12 @@ Result<std::string> RunTracer::attach(sbx::ExecRequest& req, const ExecTraceInfo
   // after it.
   if (beside) {
     auto result = std::make_shared<std::optional<sbx::ExecResult>>();
-    req.on_finished = [self, id, result, previous_done](const sbx::ExecResult& r) {
-      self->store_.expect_finish(id);
+    req.on_finished = [self, id, result, previous_done, who = info.principal](const sbx::ExecResult& r) {
       *result = r;
       if (previous_done) previous_done(r);
+      // Last: from here the manager's next steps are its caller's wake-up and after_result,
+      // which writes or forgets this end; nothing between them throws.
+      self->store_.expect_finish(id, who);
     };
     req.after_result = [self, id, end, result] {
       try {

@@ -233,19 +233,28 @@ Result<TraceRecord> TraceStore::start(const TraceStart& s) {
   }
 }
 
-void TraceStore::expect_finish(const std::string& id) {
+void TraceStore::expect_finish(const std::string& id, const std::string& principal) {
   std::lock_guard lock(ends_mu_);
-  ends_due_.insert(id);
+  ends_due_[id] = DueEnd{++ends_announced_, principal};
 }
 
-void TraceStore::wait_finishes() { wait_finished({}); }
+void TraceStore::wait_finishes(const std::string* principal) {
+  std::unique_lock lock(ends_mu_);
+  const std::uint64_t upto = ends_announced_;
+  // Not bounded in time: what follows (a checkpoint before the next run, a restore) must come
+  // after the checkpoint that the end carries, however long a big workspace makes it. Every
+  // announced end is written or forgotten (RunTracer::attach).
+  ends_cv_.wait(lock, [&] {
+    for (const auto& [id, due] : ends_due_)
+      if (due.seq <= upto && (!principal || due.principal == *principal)) return false;
+    return true;
+  });
+}
 
 void TraceStore::wait_finished(const std::string& id) {
+  if (id.empty()) return wait_finishes();
   std::unique_lock lock(ends_mu_);
-  // Bounded: an end is a single UPDATE a moment away; should its writer ever be lost, a read
-  // goes on after this rather than every later call hanging.
-  ends_cv_.wait_for(lock, std::chrono::seconds(10),
-                    [&] { return id.empty() ? ends_due_.empty() : !ends_due_.contains(id); });
+  ends_cv_.wait(lock, [&] { return !ends_due_.contains(id); });
 }
 
 void TraceStore::forget_finish(const std::string& id) {

@@ -172,11 +172,12 @@ class TraceStore {
   // (RunTracer writes a sandbox_exec's end after its caller has the result). Until then every
   // read or update of that record here waits for it, and lists and counts wait for every such
   // end, so nobody who was told that a run ended can read it as still running.
-  void expect_finish(const std::string& id);
+  void expect_finish(const std::string& id, const std::string& principal);
   // The announced end will not come after all (its writer failed before finish()).
   void forget_finish(const std::string& id);
-  // Waits until no end announced with expect_finish() is still unwritten.
-  void wait_finishes();
+  // Waits until every end announced so far for `principal` (every principal's when null) is
+  // written; ends announced while it waits are not waited for, so a busy server cannot starve it.
+  void wait_finishes(const std::string* principal = nullptr);
   // Replaces `result` of a running record (a verify's progress so far).
   Result<void> update_result(const std::string& id, const nlohmann::json& result);
   // Attaches the parsed test report to an ended record (read after the run) and sets its status
@@ -212,7 +213,7 @@ class TraceStore {
   std::optional<uint64_t> cached_line(const std::string& key);
   void cache_line(const std::string& key, uint64_t line);
 
-  void wait_finished(const std::string& id);  // empty: every announced end
+  void wait_finished(const std::string& id);  // empty: every end announced so far
 
   std::string clean(std::string_view s) const;
   std::string clean(const std::string& s) const { return clean(std::string_view(s)); }
@@ -224,7 +225,12 @@ class TraceStore {
   std::mutex mu_;  // one connection, one statement sequence at a time
   std::mutex ends_mu_;  // never held while mu_ is wanted
   std::condition_variable ends_cv_;
-  std::set<std::string> ends_due_;
+  struct DueEnd {
+    std::uint64_t seq;
+    std::string principal;
+  };
+  std::map<std::string, DueEnd> ends_due_;  // by trace id
+  std::uint64_t ends_announced_ = 0;
   // Line number at each grep's next_offset, so a continued grep need not recount from byte 0;
   // output files only grow, so a prefix's line count never changes.
   std::mutex line_mu_;

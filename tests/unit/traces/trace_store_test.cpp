@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -483,7 +485,7 @@ TEST_CASE("an end announced with expect_finish holds reads of the record, lists 
   auto s = open_store(t.path);
   auto a = start(*s);
   auto other = start(*s);
-  s->expect_finish(a.id);
+  s->expect_finish(a.id, "");
   // Written a moment later on another thread, as RunTracer does after its caller has the result.
   std::jthread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -506,10 +508,37 @@ TEST_CASE("an end announced with expect_finish holds reads of the record, lists 
   auto running = s->get(other.id);
   REQUIRE(running);
   CHECK((*running)->status == "running");
-  s->expect_finish(other.id);
+  s->expect_finish(other.id, "");
   TraceFinish bad;
   bad.status = "running";
   CHECK_FALSE(s->finish(other.id, bad));
   s->wait_finishes();
   CHECK(s->get(other.id));
+}
+
+TEST_CASE("wait_finishes waits for the ends of its principal announced before it, not for later ones") {
+  TempDir t;
+  auto s = open_store(t.path);
+  auto a = start(*s);
+  auto b = start(*s);
+  s->expect_finish(a.id, "alice");
+  s->wait_finishes(std::make_unique<std::string>("bob").get());  // another principal's: returns at once
+  std::atomic<bool> written{false};
+  std::jthread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    s->expect_finish(b.id, "alice");  // announced while the wait below runs: not waited for
+    TraceFinish f;
+    f.status = "pass";
+    written = true;
+    REQUIRE(s->finish(a.id, f));
+  });
+  const std::string alice = "alice";
+  s->wait_finishes(&alice);
+  CHECK(written);
+  auto got = s->get(a.id);
+  REQUIRE(got);
+  CHECK((*got)->status == "pass");
+  writer.join();
+  s->forget_finish(b.id);
+  s->wait_finishes();
 }
