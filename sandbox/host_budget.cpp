@@ -127,11 +127,14 @@ Result<HostBudget::Lease> HostBudget::acquire(BudgetClaim claim, std::stop_token
     HostBudget& b;
     Waiter& w;
     std::list<Waiter*>::iterator at;
-    ~Place() {
-      if (w.granted) return;
+    bool queued = true;
+    void leave() {
+      if (w.granted || !queued) return;
+      queued = false;
       b.waiting_.erase(at);
       b.serve_waiters();  // it may have been the one holding the others back
     }
+    ~Place() { leave(); }
   } place{*this, w, waiting_.insert(waiting_.end(), &w)};
   for (;;) {
     const auto until = meanwhile ? std::min(deadline, std::chrono::steady_clock::now() + every) : deadline;
@@ -148,6 +151,7 @@ Result<HostBudget::Lease> HostBudget::acquire(BudgetClaim claim, std::stop_token
     lock.lock();
   }
   if (w.granted) return Lease(this, claim);
+  place.leave();  // before the refusal, which counts those still waiting
   if (stop.stop_requested()) return fail(Errc::cancelled, "cancelled while waiting for room for a sandbox");
   return fail(Errc::too_large, refusal(claim));
 }
