@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "artifacts/artifact_store.h"
 #include "cli/process_setup.h"
 #include "mcp/resource_provider.h"
@@ -124,6 +126,12 @@ PendingMcpRuntime prepare_mcp_runtime(const McpRuntimeOptions& options) {
   server.resources.push_back(&rt->trace_family);
   server.before_tool_call = [traces = rt->traces.get()](const std::string& principal) {
     traces->wait_finishes(&principal);
+  };
+  // A minute: the checkpoint after a run of a big workspace may take that long, and a run whose
+  // end is not written by then reads as interrupted at the next start, as a killed server's does.
+  server.before_exit = [traces = rt->traces.get()] {
+    if (!traces->wait_finishes_for(std::chrono::minutes(1)))
+      spdlog::warn("leaving with the end of a run's trace still unwritten; it will read as interrupted");
   };
   return {server, [] { return rt->open(); }};
 }

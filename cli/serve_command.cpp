@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -134,6 +135,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
     token_source = default_token_path(state_dir);
   }
   std::unique_ptr<mcp_http::Endpoint> mcp;
+  std::function<void()> mcp_before_exit;
   if (options.mcp) {
     auto context = open_mcp_runtime(
         {state_dir, options.workspace, options.allow_unsandboxed, options.sandbox_idle_s, options.ceilings});
@@ -141,6 +143,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
     runtime_open = true;
     // One process, many clients: no client hears what the process logs for the others.
     (*context)->options.forward_process_logs = false;
+    mcp_before_exit = (*context)->before_exit;
     mcp_http::Options mo;
     mo.session_idle = std::chrono::seconds(options.session_idle_s);
     mcp = std::make_unique<mcp_http::Endpoint>(**context, mo, std::move(*tokens));
@@ -211,6 +214,7 @@ int run_serve(const ServeOptions& options, const std::string& state_dir_in) {
     // As `kiln mcp` does at its end: requests in flight are cancelled and get a moment; handlers
     // that ignore that must not keep the process alive, and everything durable is written.
     mcp->shutdown(std::chrono::milliseconds(1500));
+    if (mcp_before_exit) mcp_before_exit();
     spdlog::default_logger()->flush();
     std::fflush(nullptr);
     kiln::fast_exit(0);

@@ -59,6 +59,10 @@ struct ServerContext {
   // waits there for the records of that principal's runs that have answered but whose trace end
   // is still being written (RunTracer::attach).
   std::function<void(const std::string& principal)> before_tool_call;
+  // Run once the sessions have shut down, before the process leaves without destructors: waits
+  // for what is still being written after its answer went out (the ends of runs' traces and the
+  // checkpoints after them), so a client that closes right after a result loses none of it.
+  std::function<void()> before_exit;
 };
 
 // Whether a session answers `method` for a request of that era (the HTTP transport answers an

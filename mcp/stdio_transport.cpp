@@ -226,9 +226,10 @@ int run_stdio(ServerContext& server, const StdioOptions& options, std::function<
   bool eof = std::string_view(stop->why) == "end of input";
   session->shutdown(eof ? std::chrono::milliseconds(1500) : std::chrono::milliseconds(0),
                     std::chrono::milliseconds(500));
+  if (server.before_exit) server.before_exit();
   spdlog::default_logger()->flush();
   // Handlers that ignored cancellation must not keep the process alive; everything durable is
-  // already written, so leave without running destructors that would wait for them.
+  // written by now, so leave without running destructors that would wait for them.
   std::fflush(nullptr);
   kiln::fast_exit(0);
 }

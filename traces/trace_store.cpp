@@ -238,17 +238,25 @@ void TraceStore::expect_finish(const std::string& id, const std::string& princip
   ends_due_[id] = DueEnd{++ends_announced_, principal};
 }
 
+bool TraceStore::no_end_due_locked(std::uint64_t upto, const std::string* principal) const {
+  for (const auto& [id, due] : ends_due_)
+    if (due.seq <= upto && (!principal || due.principal == *principal)) return false;
+  return true;
+}
+
 void TraceStore::wait_finishes(const std::string* principal) {
   std::unique_lock lock(ends_mu_);
   const std::uint64_t upto = ends_announced_;
   // Not bounded in time: what follows (a checkpoint before the next run, a restore) must come
   // after the checkpoint that the end carries, however long a big workspace makes it. Every
   // announced end is written or forgotten (RunTracer::attach).
-  ends_cv_.wait(lock, [&] {
-    for (const auto& [id, due] : ends_due_)
-      if (due.seq <= upto && (!principal || due.principal == *principal)) return false;
-    return true;
-  });
+  ends_cv_.wait(lock, [&] { return no_end_due_locked(upto, principal); });
+}
+
+bool TraceStore::wait_finishes_for(std::chrono::milliseconds limit) {
+  std::unique_lock lock(ends_mu_);
+  const std::uint64_t upto = ends_announced_;
+  return ends_cv_.wait_for(lock, limit, [&] { return no_end_due_locked(upto, nullptr); });
 }
 
 void TraceStore::wait_finished(const std::string& id) {

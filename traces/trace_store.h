@@ -2,6 +2,7 @@
 // agent can ask later what ran, under which policy and how it ended. Output bytes are files beside it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -176,6 +177,9 @@ class TraceStore {
   // Waits until every end announced so far for `principal` (every principal's when null) is
   // written; ends announced while it waits are not waited for, so a busy server cannot starve it.
   void wait_finishes(const std::string* principal = nullptr);
+  // The same for every principal, but for at most `limit`: false if an end is still unwritten
+  // then (at exit, where a writer that never comes must not keep the process alive).
+  bool wait_finishes_for(std::chrono::milliseconds limit);
   // Replaces `result` of a running record (a verify's progress so far).
   Result<void> update_result(const std::string& id, const nlohmann::json& result);
   // Attaches the parsed test report to an ended record (read after the run) and sets its status
@@ -229,6 +233,8 @@ class TraceStore {
   };
   std::map<std::string, DueEnd> ends_due_;  // by trace id
   std::uint64_t ends_announced_ = 0;
+  // No end announced up to `upto` (for `principal`, or anyone's when null) is still due.
+  bool no_end_due_locked(std::uint64_t upto, const std::string* principal) const;
   // Line number at each grep's next_offset, so a continued grep need not recount from byte 0;
   // output files only grow, so a prefix's line count never changes.
   std::mutex line_mu_;

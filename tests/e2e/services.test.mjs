@@ -277,7 +277,11 @@ serverTest('a service is unreachable from the host and from another workspace\'s
 serverTest('kill -9 of kiln mcp leaves no postgres or redis process, and the next start is clean', ['postgres', 'redis'], async (t) => {
   const files = { 'kiln.json': { services: { db: { kind: 'postgres' }, cache: { kind: 'redis' } } } };
   const k = await startKiln(t, { files, keep: true });
-  t.after(() => {
+  let k2;
+  // Hooks run in the order they were added: this one first closes the second server (it may still
+  // be writing, e.g. the checkpoint after its last run), then removes what both shared.
+  t.after(async () => {
+    await k2?.close();
     fs.rmSync(k.ws, { recursive: true, force: true });
     fs.rmSync(k.state, { recursive: true, force: true });
   });
@@ -326,7 +330,7 @@ serverTest('kill -9 of kiln mcp leaves no postgres or redis process, and the nex
   };
   assert.deepEqual(left.map(describe), [], 'service processes outlived the server');
   // A stale postmaster.pid does not stop the next start, and the data is there.
-  const k2 = await startKiln(t, { ws: k.ws, state: k.state, keep: true });
+  k2 = await startKiln(t, { ws: k.ws, state: k.state, keep: true });
   const sb2 = await k2.ok('sandbox_create', { services: ['db'] });
   const r = await k2.sh(sb2.sandbox_id, "psql -tA -c \"SELECT count(*) FROM pg_tables WHERE tablename = 'survived'\"");
   assert.equal(r.stdout.trim(), '1');

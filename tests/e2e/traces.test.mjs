@@ -390,6 +390,29 @@ sandboxTest('a run the server died during is interrupted after a restart', async
   assert.deepEqual(listed.traces.map((x) => x.trace_id), [bg.trace_id]);
 });
 
+sandboxTest('a client that closes right after a result loses nothing: the run reads as ended, with its changes, after a restart', async (t) => {
+  // The end of a sandbox_exec's trace and the checkpoint after it are written just after the
+  // answer goes out; a server whose client leaves at once must still write them before it exits.
+  // A race, so a few rounds.
+  const state = freshDir('kiln-tr-state-');
+  const ws = freshDir('kiln-tr-ws-');
+  t.after(() => {
+    fs.rmSync(state, { recursive: true, force: true });
+    fs.rmSync(ws, { recursive: true, force: true });
+  });
+  for (let i = 0; i < 5; i++) {
+    const a = await startKiln(t, { ws, state });
+    const r = await a.ok('sandbox_exec', { command: `echo ${i} > round-${i}.txt` });
+    assert.equal(r.exit_code, 0);
+    await a.close();  // stdin closed at once; the server is waited for (and SIGTERMed after 2 s)
+    const b = await startKiln(t, { ws, state });
+    const tr = await getTrace(b, r.trace_id);
+    assert.equal(tr.status, 'pass', `round ${i}: ${JSON.stringify(tr).slice(0, 300)}`);
+    assert.deepEqual(tr.changes?.paths?.map((c) => [c.path, c.change]), [[`round-${i}.txt`, 'added']], `round ${i}: the checkpoint after the run`);
+    await b.close();
+  }
+});
+
 sandboxTest('secrets: the value is in no file of the state dir and no trace answer', async (t) => {
   const SECRET = `e2e-${crypto.randomBytes(12).toString('hex')}`;
   const k = await startKiln(t, { env: { E2E_TOKEN: SECRET } });

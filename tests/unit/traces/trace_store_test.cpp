@@ -542,3 +542,30 @@ TEST_CASE("wait_finishes waits for the ends of its principal announced before it
   s->forget_finish(b.id);
   s->wait_finishes();
 }
+
+TEST_CASE("wait_finishes_for: true once every announced end is written, false if one never comes") {
+  TempDir t;
+  auto s = open_store(t.path);
+  auto a = start(*s);
+  auto b = start(*s);
+  CHECK(s->wait_finishes_for(std::chrono::milliseconds(0)));  // nothing announced
+  s->expect_finish(a.id, "alice");
+  s->expect_finish(b.id, "bob");
+  std::jthread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    TraceFinish f;
+    f.status = "pass";
+    REQUIRE(s->finish(a.id, f));
+    REQUIRE(s->finish(b.id, f));
+  });
+  CHECK(s->wait_finishes_for(std::chrono::minutes(1)));  // every principal's, not only one
+  auto got = s->get(b.id);
+  REQUIRE(got);
+  CHECK((*got)->status == "pass");
+  writer.join();
+  auto c = start(*s);
+  s->expect_finish(c.id, "");
+  CHECK_FALSE(s->wait_finishes_for(std::chrono::milliseconds(20)));  // its writer never comes
+  s->forget_finish(c.id);
+  CHECK(s->wait_finishes_for(std::chrono::milliseconds(0)));
+}
