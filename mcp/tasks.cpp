@@ -40,11 +40,10 @@ TaskRegistry::~TaskRegistry() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    for (auto& [id, e] : tasks_) {
-      e->stop.request_stop();
-      all.push_back(e);
-    }
+    for (auto& [id, e] : tasks_) all.push_back(e);
   }
+  // Outside the lock, as in cancel().
+  for (auto& e : all) e->stop.request_stop();
   changed_.notify_all();
   for (auto& e : all) {
     if (e->thread.joinable()) e->thread.join();
@@ -169,6 +168,7 @@ std::optional<TaskSnapshot> TaskRegistry::wait(const std::string& principal, con
 
 TaskRegistry::Cancel TaskRegistry::cancel(const std::string& principal, const std::string& id, TaskSnapshot* after) {
   TaskSnapshot now;
+  std::stop_source stop;
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
@@ -181,10 +181,13 @@ TaskRegistry::Cancel TaskRegistry::cancel(const std::string& principal, const st
     e.snap.status = "cancelled";
     e.snap.status_message = "cancelled by the client";
     e.snap.updated_at = iso_now();
-    e.stop.request_stop();
+    stop = e.stop;
     if (after) *after = e.snap;
     now = e.snap;
   }
+  // Outside the lock: request_stop runs the work's stop callbacks on this thread, and they may
+  // wait for a thread that is itself waiting for this lock (a status line, the task's end).
+  stop.request_stop();
   changed_.notify_all();
   notify(principal, now);
   return Cancel::requested;

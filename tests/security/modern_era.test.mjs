@@ -218,8 +218,13 @@ describe('modern era: two principals of one kiln serve --mcp', () => {
       assert.equal(done.status, 'completed', `alice's task while ${pgrep(`sleep ${mark}`).length} of bob's ${tasks.length} runs are live: ${JSON.stringify(done)}`);
       assert.match(JSON.stringify(done.result), /alice-ok/);
     } finally {
-      for (const t of tasks) await mcall(s, 'bob', 'c', 'tasks/cancel', { taskId: t });
+      var unanswered = [];  // checked below, so a failure above is the one reported
+      for (const t of tasks) {
+        const c = await mcall(s, 'bob', 'c', 'tasks/cancel', { taskId: t });
+        if (!c.response?.result) unanswered.push(`${t}: HTTP ${c.status} ${JSON.stringify(c.response ?? c.events).slice(0, 200)}`);
+      }
     }
+    assert.deepEqual(unanswered, [], 'tasks/cancel answered every task');
     assert.ok(await waitGone(`sleep ${mark}`, 60000), `runs left after cancelling bob's tasks: ${pgrep(`sleep ${mark}`).length}`);
     for (const t of tasks) {
       assert.equal(resultOf(await mcall(s, 'bob', 'g', 'tasks/get', { taskId: t }), 'get').status, 'cancelled');
