@@ -390,20 +390,21 @@ sandboxTest('a run the server died during is interrupted after a restart', async
   assert.deepEqual(listed.traces.map((x) => x.trace_id), [bg.trace_id]);
 });
 
-sandboxTest('a client that closes right after a result loses nothing: the run reads as ended, with its changes, after a restart', async (t) => {
+sandboxTest('a client that closes or stops the server right after a result loses nothing: the run reads as ended, with its changes, after a restart', async (t) => {
   // The end of a sandbox_exec's trace and the checkpoint after it are written just after the
-  // answer goes out; a server whose client leaves at once must still write them before it exits.
-  // A race, so a few rounds.
+  // answer goes out; a server whose client leaves at once (stdin closed, or SIGTERM) must still
+  // write them before it exits. A race, so a few rounds of each.
   const state = freshDir('kiln-tr-state-');
   const ws = freshDir('kiln-tr-ws-');
   t.after(() => {
     fs.rmSync(state, { recursive: true, force: true });
     fs.rmSync(ws, { recursive: true, force: true });
   });
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 8; i++) {
     const a = await startKiln(t, { ws, state });
     const r = await a.ok('sandbox_exec', { command: `echo ${i} > round-${i}.txt` });
     assert.equal(r.exit_code, 0);
+    if (i % 2) process.kill(a.pid, 'SIGTERM');
     await a.close();  // stdin closed at once; the server is waited for (and SIGTERMed after 2 s)
     const b = await startKiln(t, { ws, state });
     const tr = await getTrace(b, r.trace_id);
