@@ -14,6 +14,7 @@
 #include "artifacts/artifact_store.h"
 #include "cli/process_setup.h"
 #include "mcp/resource_provider.h"
+#include "mcp/server_shared.h"
 #include "mcp/tool_registry.h"
 #include "runs/run_tracing.h"
 #include "runs/trace_hub.h"
@@ -127,9 +128,13 @@ PendingMcpRuntime prepare_mcp_runtime(const McpRuntimeOptions& options) {
   server.before_tool_call = [traces = rt->traces.get()](const std::string& principal) {
     traces->wait_finishes(&principal);
   };
-  // A minute: the checkpoint after a run of a big workspace may take that long, and a run whose
-  // end is not written by then reads as interrupted at the next start, as a killed server's does.
-  server.before_exit = [traces = rt->traces.get()] {
+  // Tasks are no requests, so the sessions' shutdown left them running: cancelled here, their runs
+  // end as cancelled. Then up to a minute for the ends: the checkpoint after a run of a big
+  // workspace may take that long, and a run whose end is not written by then reads as
+  // interrupted at the next start, as a killed server's does.
+  server.before_exit = [shared = server.shared, traces = rt->traces.get()] {
+    if (!shared->tasks.cancel_all(std::chrono::seconds(5)))
+      spdlog::warn("leaving with a cancelled task still running; its run will read as interrupted");
     if (!traces->wait_finishes_for(std::chrono::minutes(1)))
       spdlog::warn("leaving with the end of a run's trace still unwritten; it will read as interrupted");
   };

@@ -667,7 +667,12 @@ struct Session::Impl : std::enable_shared_from_this<Impl> {
     end_listeners();
     std::unique_lock lock(inflight_mu);
     if (inflight_cv.wait_for(lock, drain, [this] { return inflight.empty(); })) return true;
-    for (auto& [key, req] : inflight) req->stop.request_stop();
+    std::vector<std::shared_ptr<InFlight>> left;
+    for (auto& [key, req] : inflight) left.push_back(req);
+    // Outside the lock: stop callbacks run on this thread, and reply() takes it.
+    lock.unlock();
+    for (auto& r : left) r->stop.request_stop();
+    lock.lock();
     return inflight_cv.wait_for(lock, grace, [this] { return inflight.empty(); });
   }
 };

@@ -102,14 +102,16 @@ struct StopSignal {
   std::condition_variable cv;
   bool stop = false;
   const char* why = "";
-  void raise(const char* reason) {
+  // False if the server was already stopping.
+  bool raise(const char* reason) {
     {
       std::lock_guard lock(mu);
-      if (stop) return;
+      if (stop) return false;
       stop = true;
       why = reason;
     }
     cv.notify_all();
+    return true;
   }
 };
 
@@ -194,10 +196,17 @@ int run_stdio(ServerContext& server, const StdioOptions& options, std::function<
   }).detach();
 
   // After the reader: it is what the client waits for.
+  // A signal while the server is already stopping (after end of input, or a second Ctrl-C) means
+  // now: neither the wait for trace ends nor a client that stopped reading stdout may hold it.
   std::thread([stop, gate, sigs] {
-    int sig = 0;
-    if (sigwait(&sigs, &sig) == 0) stop->raise(sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
-    gate->release();
+    for (int sig = 0; sigwait(&sigs, &sig) == 0;) {
+      if (!stop->raise(sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM")) {
+        spdlog::default_logger()->flush();
+        std::fflush(nullptr);
+        kiln::fast_exit(0);
+      }
+      gate->release();
+    }
   }).detach();
 
   if (open_runtime) {
@@ -228,8 +237,8 @@ int run_stdio(ServerContext& server, const StdioOptions& options, std::function<
                     std::chrono::milliseconds(500));
   if (server.before_exit) server.before_exit();
   spdlog::default_logger()->flush();
-  // Handlers that ignored cancellation must not keep the process alive; everything durable is
-  // written by now, so leave without running destructors that would wait for them.
+  // Handlers that ignored cancellation must not keep the process alive; what before_exit waited
+  // for is written, so leave without running destructors that would wait for them.
   std::fflush(nullptr);
   kiln::fast_exit(0);
 }

@@ -193,6 +193,27 @@ TaskRegistry::Cancel TaskRegistry::cancel(const std::string& principal, const st
   return Cancel::requested;
 }
 
+bool TaskRegistry::cancel_all(std::chrono::milliseconds limit) {
+  std::vector<std::shared_ptr<Entry>> working;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, e] : tasks_) {
+      if (e->done) continue;
+      working.push_back(e);
+      if (e->snap.status != "working") continue;
+      e->snap.status = "cancelled";
+      e->snap.status_message = "cancelled: the server stopped";
+      e->snap.updated_at = iso_now();
+    }
+  }
+  for (auto& e : working) e->stop.request_stop();  // outside the lock, as in cancel()
+  changed_.notify_all();
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, limit, [&] {
+    return std::ranges::all_of(working, [](const auto& e) { return e->done; });
+  });
+}
+
 std::vector<TaskSnapshot> TaskRegistry::list(const std::string& principal) {
   std::vector<TaskSnapshot> out;
   std::lock_guard lock(mu_);

@@ -66,6 +66,10 @@ class TaskRegistry {
   // Asks the work to stop; the task shows `cancelled` at once, whatever the work still does.
   Cancel cancel(const std::string& principal, const std::string& id, TaskSnapshot* after = nullptr);
   std::vector<TaskSnapshot> list(const std::string& principal);
+  // At the server's exit: cancels every task still working and waits, up to `limit`, for their
+  // work to return (a cancelled run's trace then ends as cancelled, not as interrupted). False if
+  // some work was still running then.
+  bool cancel_all(std::chrono::milliseconds limit);
 
   // Called (without the registry's lock) after every change of a task: its status, its status
   // message. Set once, before the first task starts.
