@@ -83,8 +83,7 @@ async function modernClient(t, { mode = { pin: MODERN }, workspace, tap = true }
 }
 
 // A raw peer on a fresh `kiln mcp`; `s.modern(method, params, {tasks})` sends a modern request.
-function rawModern(t, { workspace } = {}) {
-  const home = tempDir('kiln-modern-home-');
+function rawModern(t, { workspace, home = tempDir('kiln-modern-home-') } = {}) {
   const s = new RawServer({ home, args: serverArgs(home, workspace) });
   t.after(() => s.close());
   let n = 0;
@@ -340,6 +339,32 @@ sandboxTest('tasks/cancel of a long verify: ack, status cancelled, its process g
   // Still cancelled later, and the server answers.
   assert.equal(resultOf(await s.modern('tasks/get', { taskId: created.taskId }, { tasks: true })).status, 'cancelled');
   assert.ok(resultOf(await s.modern('tools/list')).tools.length > 0);
+});
+
+sandboxTest('tasks still working when the client closes stdin are cancelled: their runs end cancelled, not interrupted (read after a restart)', async (t) => {
+  const marker = uniqueSleep();
+  const ws = makeWs();
+  const home = tempDir('kiln-modern-home-');
+  const a = rawModern(t, { home });
+  const id = await openWorkspace(a, ws);
+  for (let i = 0; i < 2; i++) {
+    const c = resultOf(await a.modern('tools/call', {
+      name: 'sandbox_exec', arguments: { workspace: id, command: `echo ${i} > t${i}.txt; sleep ${marker}` },
+    }, { tasks: true }));
+    assert.equal(c.resultType, 'task', JSON.stringify(c));
+  }
+  await waitUntil(() => ['t0.txt', 't1.txt'].every((f) => fs.existsSync(path.join(ws, f))) && hostProcs(marker).length > 0,
+    { what: `both runs (sleep ${marker}) to start` });
+  const closed = await a.close(30000);
+  assert.equal(closed.code, 0, `kiln mcp exited with ${closed.code} (signal ${closed.signal}) after ${closed.ms} ms`);
+  assert.deepEqual(hostProcs(marker), [], 'no run outlives the server');
+
+  const b = rawModern(t, { home });
+  await openWorkspace(b, ws);
+  const listed = resultOf(await b.modern('tools/call', { name: 'trace_list', arguments: { workspace: id, kind: 'exec' } }));
+  const traces = listed.structuredContent.traces;
+  assert.equal(traces.length, 2, JSON.stringify(listed.structuredContent));
+  for (const tr of traces) assert.deepEqual([tr.status, tr.stop_reason], ['fail', 'cancelled'], JSON.stringify(tr));
 });
 
 sandboxTest('sandbox_exec as a task: polled to completed, the result has exit_code and stdout', async (t) => {
