@@ -245,7 +245,10 @@ test('case 5: /proc/<pid>/root, /proc/self/fd and fds leaked from the server', a
   }
   // A background run and a run in a session sandbox get no more.
   await withSandbox(k, {}, async (id) => {
-    const bg = await exec(k, 'sleep 30 & ls -l /proc/$!/fd/ | sed -n "s/.* \\([0-9][0-9]*\\) -> .*/FD \\1/p"; kill $!', { sandbox_id: id, background: true });
+    // Looked at once `sleep` has settled: just after its exec the loader holds a library open as
+    // fd 3 for a moment. An inherited fd never closes, so 5 s of looking still finds a leak.
+    const settle = 'i=0; while [ $i -lt 100 ] && ls /proc/$p/fd/ | grep -qvxE "[012]"; do sleep 0.05; i=$((i+1)); done';
+    const bg = await exec(k, `sleep 30 & p=$!; ${settle}; ls -l /proc/$p/fd/ | sed -n "s/.* \\([0-9][0-9]*\\) -> .*/FD \\1/p"; kill $p`, { sandbox_id: id, background: true });
     const { data } = await readAll(k, bg.run_id);
     const got = [...data.matchAll(/^FD (\d+)$/gm)].map((m) => Number(m[1])).sort((a, b) => a - b);
     assert.deepEqual(got, [0, 1, 2], `fds of a background run: ${data}`);
