@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <variant>
 
 #include <spdlog/spdlog.h>
@@ -102,16 +103,14 @@ struct StopSignal {
   std::condition_variable cv;
   bool stop = false;
   const char* why = "";
-  // False if the server was already stopping.
-  bool raise(const char* reason) {
+  void raise(const char* reason) {
     {
       std::lock_guard lock(mu);
-      if (stop) return false;
+      if (stop) return;
       stop = true;
       why = reason;
     }
     cv.notify_all();
-    return true;
   }
 };
 
@@ -196,15 +195,18 @@ int run_stdio(ServerContext& server, const StdioOptions& options, std::function<
   }).detach();
 
   // After the reader: it is what the client waits for.
-  // A signal while the server is already stopping (after end of input, or a second Ctrl-C) means
-  // now: neither the wait for trace ends nor a client that stopped reading stdout may hold it.
+  // The first signal stops the server as end of input does (a client may close stdin and signal
+  // at the same moment); a second one means now: neither the wait for trace ends nor a client
+  // that stopped reading stdout may hold it.
   std::thread([stop, gate, sigs] {
+    bool signalled = false;
     for (int sig = 0; sigwait(&sigs, &sig) == 0;) {
-      if (!stop->raise(sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM")) {
+      if (std::exchange(signalled, true)) {
         spdlog::default_logger()->flush();
         std::fflush(nullptr);
         kiln::fast_exit(0);
       }
+      stop->raise(sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
       gate->release();
     }
   }).detach();
