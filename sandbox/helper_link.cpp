@@ -5,18 +5,21 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "core/fd_io.h"
 #include "core/unique_fd.h"
+#include "sandbox/helper_zygote.h"
 #include "sandbox/spawn.h"
 
 namespace kiln::sandbox {
@@ -75,18 +78,29 @@ Error setup_error(const json& step, const std::vector<std::string>& done) {
   return Error{Errc::unsupported, std::move(msg)};
 }
 
-void reap(pid_t pid, bool kill_first) {
-  if (pid <= 0) return;
-  if (kill_first) ::kill(pid, SIGKILL);
-  int status;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+// Waits for the helper's end (killing it first if asked) and returns its wait status, when known.
+std::optional<int> reap(const HelperStart& h, bool kill_first) {
+  if (h.pid <= 0) return std::nullopt;
+  if (!h.child_of_kiln) {
+    // Not our child: its pid may already name another process. Only the pidfd is safe.
+    if (kill_first) ::syscall(SYS_pidfd_send_signal, h.pidfd, SIGKILL, nullptr, 0);
+    pollfd p{h.pidfd, POLLIN, 0};
+    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    return pidfd_exit_status(h.pidfd);
   }
+  if (kill_first) ::kill(h.pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(h.pid, &status, 0) < 0) {
+    if (errno != EINTR) return std::nullopt;
+  }
+  return status;
 }
 
 }  // namespace
 
 Result<HelperStart> start_helper(const std::string& helper_path, const json& spec, std::stop_token stop,
-                                 std::chrono::milliseconds timeout) {
+                                 std::chrono::milliseconds timeout, HelperZygote* zygote) {
   auto t0 = std::chrono::steady_clock::now();
   int p[2];
   UniqueFd spec_r, spec_w, status_r, status_w, ctl_ours, ctl_theirs;
@@ -101,32 +115,43 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
   ctl_ours.reset(p[0]);
   ctl_theirs.reset(p[1]);
 
-  SpawnSpec s;
-  s.path = helper_path;
-  s.argv = {helper_path, "--spec-fd", "3", "--status-fd", "4", "--control-fd", "5"};
-  s.fds = {{3, spec_r.get()}, {4, status_w.get()}, {5, ctl_theirs.get()}};
-  // The helper's environment is not the sandbox's; it needs none of ours.
-  s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  HelperStart out;
+  UniqueFd pidfd_owner;  // closed on every failure path; released into `out` at the end
+  if (auto forked = zygote ? zygote->spawn(spec_r.get(), status_w.get(), ctl_theirs.get()) : std::nullopt) {
+    out.pid = forked->pid;
+    out.pidfd = forked->pidfd;
+    out.child_of_kiln = false;
+    pidfd_owner.reset(forked->pidfd);
+  } else {
+    SpawnSpec s;
+    s.path = helper_path;
+    s.argv = {helper_path, "--spec-fd", "3", "--status-fd", "4", "--control-fd", "5"};
+    // Never the server's own stdin and stdout (the MCP stream) inside the sandbox's pid 1.
+    UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    if (!devnull) return fail(Errc::io, fmt::format("/dev/null: {}", std::strerror(errno)));
+    s.fds = {{0, devnull.get()}, {1, devnull.get()}, {3, spec_r.get()}, {4, status_w.get()}, {5, ctl_theirs.get()}};
+    // The helper's environment is not the sandbox's; it needs none of ours.
+    s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
 #if defined(__SANITIZE_ADDRESS__)
-  // Sanitizer builds only (make test-asan): the helper reports where kiln reports, with the same
-  // options. The sandboxed command never sees these; its environment comes from the spec.
-  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
-    if (const char* v = std::getenv(name)) s.env.push_back(fmt::format("{}={}", name, v));
+    // Sanitizer builds only (make test-asan): the helper reports where kiln reports, with the same
+    // options. The sandboxed command never sees these; its environment comes from the spec.
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+      if (const char* v = std::getenv(name)) s.env.push_back(fmt::format("{}={}", name, v));
 #endif
-  s.pdeathsig = true;
-  auto pid = spawn_process(s);
-  if (!pid) {
-    return fail(Errc::unsupported,
-                fmt::format("cannot start the sandbox helper {}: {}. Build it (ninja kiln-sandbox) next to kiln, "
-                            "or set KILN_SANDBOX_HELPER to its path.",
-                            helper_path, pid.error().message));
+    s.pdeathsig = true;
+    auto pid = spawn_process(s);
+    if (!pid) {
+      return fail(Errc::unsupported,
+                  fmt::format("cannot start the sandbox helper {}: {}. Build it (ninja kiln-sandbox) next to kiln, "
+                              "or set KILN_SANDBOX_HELPER to its path.",
+                              helper_path, pid.error().message));
+    }
+    out.pid = *pid;
   }
   spec_r.reset();
   status_w.reset();
   ctl_theirs.reset();
 
-  HelperStart out;
-  out.pid = *pid;
   std::string text = spec.dump();
   (void)write_spec(spec_w.get(), text);  // a failure means the helper died early; its status fd says why
   spec_w.reset();
@@ -137,12 +162,12 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
   bool ready = false;
   for (;;) {
     if (stop.stop_requested()) {
-      reap(out.pid, true);
+      reap(out, true);
       return fail(Errc::cancelled, "cancelled while the sandbox was being set up");
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      reap(out.pid, true);
+      reap(out, true);
       return fail(Errc::unsupported,
                   fmt::format("sandbox setup timed out after {} ms (steps that succeeded: {}); the host may be "
                               "overloaded or the helper stuck",
@@ -163,7 +188,7 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
       json step = json::parse(line, nullptr, false);
       if (step.is_discarded() || !step.is_object()) continue;
       if (!step.value("ok", false)) {
-        reap(out.pid, false);
+        reap(out, false);
         return std::unexpected(setup_error(step, done));
       }
       if (step.value("step", "") == "ready") {
@@ -176,10 +201,10 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
     if (ready) break;
   }
   if (!ready) {
-    int status = 0;
-    ::waitpid(out.pid, &status, 0);
-    std::string how = WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
-                                        : fmt::format("signal {}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    auto status = reap(out, false);
+    std::string how = !status                ? std::string("exit status unknown")
+                      : WIFEXITED(*status)   ? fmt::format("exit code {}", WEXITSTATUS(*status))
+                                             : fmt::format("signal {}", WIFSIGNALED(*status) ? WTERMSIG(*status) : 0);
     return fail(Errc::unsupported,
                 fmt::format("the sandbox helper ended during setup without reporting why ({}; steps that succeeded: "
                             "{}). Nothing ran.",
@@ -188,7 +213,7 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
   int fl = ::fcntl(ctl_ours.get(), F_GETFL);
   ::fcntl(ctl_ours.get(), F_SETFL, fl | O_NONBLOCK);
   out.control_fd = ctl_ours.release();
-  out.pidfd = open_pidfd(out.pid);
+  out.pidfd = out.child_of_kiln ? open_pidfd(out.pid) : pidfd_owner.release();
   out.steps = std::move(done);
   out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -16,8 +16,11 @@
 
 namespace kiln::sandbox {
 
+class HelperZygote;
+
 struct HelperStart {
   pid_t pid = -1;
+  bool child_of_kiln = true;  // false: forked by the zygote; held by `pidfd` only, never by pid
   int control_fd = -1;  // our end of the control socketpair (CLOEXEC, non-blocking)
   int pidfd = -1;
   nlohmann::json report;                   // the "ready" step's report
@@ -25,10 +28,11 @@ struct HelperStart {
   double ms = 0;
 };
 
-// Spawns the helper and waits for "ready" (or a failed step, turned into an error naming the
-// step, errno and the helper's hint). The helper is reaped on failure.
+// Starts the helper (forked by `zygote` when it has one, else exec'd) and waits for "ready" (or a
+// failed step, turned into an error naming the step, errno and the helper's hint). The helper is
+// reaped on failure.
 Result<HelperStart> start_helper(const std::string& helper_path, const nlohmann::json& spec, std::stop_token stop,
-                                 std::chrono::milliseconds timeout);
+                                 std::chrono::milliseconds timeout, HelperZygote* zygote = nullptr);
 
 // One control message, with up to 4 fds attached (SCM_RIGHTS). False when the helper is gone, or
 // with errno EMSGSIZE when the message is larger than the socket's send buffer can take.

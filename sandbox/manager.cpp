@@ -6,12 +6,15 @@
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -92,6 +95,11 @@ SandboxManager::SandboxManager(ManagerOptions options) : impl_(std::make_shared<
   impl_->cg = detect_cgroups();
   if (impl_->opt.cleanup_stale && impl_->cg.version != CgroupVersion::none) cleanup_stale_cgroups(impl_->cg);
   ::mkdir((impl_->opt.state_dir + "/runs").c_str(), 0700);
+  // One forking helper per manager (HELPER_PROTOCOL.md, "Zygote"); KILN_SANDBOX_ZYGOTE=0 exec's
+  // every helper instead, as kiln did before (for comparison, or a host that refuses it).
+  const char* z = std::getenv("KILN_SANDBOX_ZYGOTE");
+  if (!impl_->opt.helper_path.empty() && !(z != nullptr && std::string_view(z) == "0"))
+    impl_->zygote = std::make_unique<HelperZygote>(impl_->opt.helper_path);
   impl_->reaper = std::make_unique<asio::steady_timer>(impl_->io);
   impl_->thread = std::thread([impl = impl_.get()] {
     // Process signals (SIGTERM, SIGINT) belong to whoever waits for them (the stdio transport's
@@ -375,7 +383,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
       spec["workspace_dev"] = ident->dev;
       spec["workspace_ino"] = ident->ino;
     }
-    auto started = ident ? start_helper(opt.helper_path, spec, stop, std::chrono::seconds(20))
+    auto started = ident ? start_helper(opt.helper_path, spec, stop, std::chrono::seconds(20), zygote.get())
                          : Result<HelperStart>(std::unexpected(ident.error()));
     if (!started) {
       if (sb->cg) {
@@ -385,6 +393,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
       return std::unexpected(started.error());
     }
     sb->helper_pid = started->pid;
+    sb->helper_is_child = started->child_of_kiln;
     sb->control_fd = started->control_fd;
     sb->setup_ms = started->ms;
     const json& rep = started->report;
@@ -464,8 +473,10 @@ void SandboxManager::Impl::watch_helper_exit(const std::shared_ptr<Sandbox>& sb)
   if (!sb->pidfd) return;
   sb->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, sb](boost::system::error_code ec) {
     if (ec) return;
+    // A readable pidfd means the helper has exited; our own child is reaped here (a zygote's
+    // child was reaped by the kernel, and waitpid would not know it).
     int status;
-    if (::waitpid(sb->helper_pid, &status, WNOHANG) == 0) {
+    if (sb->helper_is_child && ::waitpid(sb->helper_pid, &status, WNOHANG) == 0) {
       watch_helper_exit(sb);
       return;
     }
@@ -474,6 +485,11 @@ void SandboxManager::Impl::watch_helper_exit(const std::shared_ptr<Sandbox>& sb)
     auto cbs = std::move(sb->on_helper_gone);
     for (auto& f : cbs) f();
   });
+}
+
+void SandboxManager::Impl::kill_helper(const Sandbox& sb) {
+  if (sb.pidfd) ::syscall(SYS_pidfd_send_signal, sb.pidfd->native_handle(), SIGKILL, nullptr, 0);
+  else if (sb.helper_is_child && sb.helper_pid > 0) ::kill(sb.helper_pid, SIGKILL);
 }
 
 void SandboxManager::Impl::handle_message(const std::shared_ptr<Sandbox>& sb, const json& m, std::vector<UniqueFd>& fds) {
@@ -631,7 +647,7 @@ void SandboxManager::Impl::retire_sandbox(const std::shared_ptr<Sandbox>& sb, st
   // Closing the control channel makes the helper kill everything and exit; SIGKILL on the
   // helper (pid 1 of the sandbox) takes the whole pid namespace down at once, so do both.
   if (sb->control) send_control(sb->control_fd, json{{"op", "shutdown"}});
-  ::kill(sb->helper_pid, SIGKILL);
+  kill_helper(*sb);
   if (!sb->pidfd) {
     int status;
     ::waitpid(sb->helper_pid, &status, 0);

@@ -23,6 +23,7 @@
 #include "sandbox/cgroups.h"
 #include "sandbox/combined_output.h"
 #include "sandbox/egress/egress_proxy.h"
+#include "sandbox/helper_zygote.h"
 #include "sandbox/manager.h"
 #include "sandbox/output_spool.h"
 #include "sandbox/redactor.h"
@@ -58,6 +59,7 @@ struct Sandbox {
 
   // io thread only
   pid_t helper_pid = -1;
+  bool helper_is_child = true;  // false: forked by the zygote, signalled through `pidfd` only
   int control_fd = -1;  // owned by `control`
   std::unique_ptr<asio::posix::stream_descriptor> control;
   std::unique_ptr<asio::posix::stream_descriptor> pidfd;
@@ -140,6 +142,7 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   egress::EgressProxy egress_proxy{io, egress::ProxyOptions{.hosts_file = opt.egress_hosts_file}};
   std::thread thread;
+  std::unique_ptr<HelperZygote> zygote;  // null: every helper is exec'd (KILN_SANDBOX_ZYGOTE=0)
   std::vector<std::function<void(const std::string&)>> gone_listeners;  // guarded by mu
   std::unique_ptr<asio::steady_timer> reaper;
 
@@ -196,6 +199,9 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   // io thread
   void watch_control(const std::shared_ptr<Sandbox>& sb);
   void watch_helper_exit(const std::shared_ptr<Sandbox>& sb);
+  // SIGKILL to the sandbox's pid 1 side (the helper's outer process), through its pidfd when it
+  // has one: a zygote's child may be reaped already and its pid reused.
+  void kill_helper(const Sandbox& sb);
   void handle_message(const std::shared_ptr<Sandbox>& sb, const nlohmann::json& m, std::vector<UniqueFd>& fds);
   // sandbox/manager_connect.cpp: a `connected` or connect `error` reply; false when `m` answers none.
   bool connect_reply(const std::shared_ptr<Sandbox>& sb, const nlohmann::json& m, std::vector<UniqueFd>& fds);

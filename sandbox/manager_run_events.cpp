@@ -129,7 +129,7 @@ void SandboxManager::Impl::terminate(const std::shared_ptr<Run>& run, StopReason
   if (!sb) return;
   if (sig == SIGKILL && sb->fresh) {
     // pid 1 of the sandbox: killing it takes every process of the pid namespace with it.
-    if (sb->helper_pid > 0 && !sb->helper_gone) ::kill(sb->helper_pid, SIGKILL);
+    if (sb->helper_pid > 0 && !sb->helper_gone) kill_helper(*sb);
     return;
   }
   if (sb->control) send_control(sb->control_fd, json{{"op", "kill"}, {"id", run->exec_id}, {"signal", sig}});
@@ -158,7 +158,7 @@ void SandboxManager::Impl::on_exited(const std::shared_ptr<Run>& run, std::optio
     // process along, which also closes their copies of the output pipes. When nothing holds
     // them any more, the sandbox's clean-up after the result (retire_sandbox) is soon enough:
     // the namespaces' tear-down then does not compete with the result for the CPU.
-    if (!pipes_hung_up(*run)) ::kill(sb->helper_pid, SIGKILL);
+    if (!pipes_hung_up(*run)) kill_helper(*sb);
   } else if (run->open_pipes > 0) {
     // Something the command started (a server with `&`) may keep the pipes open forever:
     // collect what is in flight, then stop reading.

@@ -17,6 +17,7 @@
 #include "sandbox/helper/spec.h"
 #include "sandbox/helper/status.h"
 #include "sandbox/helper/signals.h"
+#include "sandbox/helper/zygote.h"
 
 using namespace kiln::helper;
 using kiln::read_all;
@@ -36,7 +37,8 @@ bool parse_fd(const char* s, int& out) {
 }
 
 [[noreturn]] void usage(const char* why) {
-  const char* text = "usage: kiln-sandbox --spec-fd S --status-fd T --control-fd C\n";
+  const char* text = "usage: kiln-sandbox --spec-fd S --status-fd T --control-fd C\n"
+                     "       kiln-sandbox --zygote Z   (kiln's own: forks one helper per request on socket Z)\n";
   write_all(2, std::string("kiln-sandbox: ") + why + "\n" + text);
   ::_exit(kSetupFailed);
 }
@@ -50,14 +52,24 @@ bool parse_fd(const char* s, int& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  int spec_fd = -1, status_fd = -1, control_fd = -1;
+  bool forked = false;
+  if (argc == 3 && std::string(argv[1]) == "--zygote") {
+    int zygote_fd = -1;
+    if (!parse_fd(argv[2], zygote_fd) || zygote_fd < 3) usage("bad value for --zygote");
+    HelperFds fds = run_zygote(zygote_fd);  // returns in a forked child only
+    spec_fd = fds.spec;
+    status_fd = fds.status;
+    control_fd = fds.control;
+    forked = true;
+  }
   pid_t original_parent = ::getppid();
   // Die with kiln. Re-check the parent afterwards: it may have died before the prctl.
   bool pdeathsig_ok = ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0;
   int saved_errno = errno;
   if (::getppid() != original_parent) ::_exit(kSetupFailed);
 
-  int spec_fd = -1, status_fd = -1, control_fd = -1;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; !forked && i < argc; ++i) {
     std::string a = argv[i];
     int* target = a == "--spec-fd" ? &spec_fd : a == "--status-fd" ? &status_fd : a == "--control-fd" ? &control_fd : nullptr;
     if (target == nullptr) usage(("unknown argument " + a).c_str());

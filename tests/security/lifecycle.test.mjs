@@ -101,10 +101,12 @@ async function crashRun(k2, home, mountsBefore) {
   const fg = callTool(k2, 'sandbox_exec', { command: `sleep ${m}9`, sandbox_id: sb.sandbox_id, timeout_s: 600 }).catch((e) => e);
   const fresh = callTool(k2, 'sandbox_exec', { command: `sleep ${m}8`, timeout_s: 600 }).catch((e) => e);
   assert.ok(await waitFor(() => sleeps(m).length >= 7, 15000), `not all started: ${sleeps(m)}`);
-  const helpers = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-    try { return fs.readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ')[1] === String(k2.pid); } catch { return false; }
-  }).map(Number);
-  assert.ok(helpers.length >= 2, `the server's children (helpers): ${helpers}`);
+  // The server's children and theirs: the helpers, exec'd by the server or forked by its zygote.
+  const parentOf = (p) => { try { return fs.readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ')[1]; } catch { return undefined; } };
+  const pids = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+  const children = pids.filter((p) => parentOf(p) === String(k2.pid));
+  const helpers = [...children, ...pids.filter((p) => children.includes(parentOf(p)))].map(Number);
+  assert.ok(helpers.length >= 2, `the server's children and grandchildren (zygote, helpers): ${helpers}`);
   const cgBefore = kilnCgroupDirs(sb.sandbox_id);
   if (isRoot) assert.ok(cgBefore.length > 0, 'control: the sandbox has cgroup folders');
   const runs = fs.existsSync(path.join(home, 'runs')) ? fs.readdirSync(path.join(home, 'runs')) : [];

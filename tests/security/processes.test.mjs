@@ -184,7 +184,8 @@ test('case 13: nested user namespaces, io_uring, bpf, perf_event_open, userfault
 });
 
 // The host pids of every sandbox's pid 1 under this server: a kiln-sandbox whose parent is the
-// helper's outer process (also a kiln-sandbox).
+// helper's outer process (also a kiln-sandbox), a child of the server or of the server's zygote
+// (`kiln-sandbox --zygote`, named kiln-zygote, which forks the helpers).
 function sandboxInits(serverPid) {
   const info = new Map();
   for (const d of fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
@@ -195,7 +196,8 @@ function sandboxInits(serverPid) {
     } catch { /* gone */ }
   }
   const isHelper = (p) => info.get(p)?.comm === 'kiln-sandbox';
-  return [...info.keys()].filter((p) => isHelper(p) && isHelper(info.get(p).ppid) && info.get(info.get(p).ppid).ppid === serverPid);
+  const underServer = (p) => p === serverPid || (info.get(p)?.comm === 'kiln-zygote' && info.get(p).ppid === serverPid);
+  return [...info.keys()].filter((p) => isHelper(p) && isHelper(info.get(p).ppid) && underServer(info.get(info.get(p).ppid).ppid));
 }
 
 test('case 10 (control channel): user code cannot reach pid 1\'s control socket (the `connect` and `exec` ops)', async () => {

@@ -1,0 +1,256 @@
+// The zygote is started from a thread of its own that lives as long as this object: its death
+// signal (PR_SET_PDEATHSIG) follows the thread that started it, and every helper it forks dies
+// with it in turn. Requests are one round trip each under a mutex; the zygote's part is a fork of
+// a small process, a few hundredths of a millisecond.
+#include "sandbox/helper_zygote.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/unique_fd.h"
+#include "sandbox/spawn.h"
+
+namespace kiln::sandbox {
+
+namespace {
+
+constexpr int kMaxFailures = 3;
+constexpr int kReplyTimeoutMs = 10000;
+
+// One message from the zygote: its text and at most one fd.
+bool receive(int fd, std::string& text, UniqueFd& attached, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  for (;;) {
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    break;
+  }
+  char buf[64];
+  iovec iov{buf, sizeof buf};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t n;
+  do n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  bool first = true;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int f;
+      std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+      if (first) attached.reset(f);
+      else ::close(f);
+      first = false;
+    }
+  }
+  if (n <= 0) return false;
+  text.assign(buf, std::size_t(n));
+  return true;
+}
+
+std::optional<pid_t> parse_pid(const std::string& text) {
+  pid_t pid = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), pid);
+  if (ec != std::errc() || end != text.data() + text.size() || pid <= 0) return std::nullopt;
+  return pid;
+}
+
+}  // namespace
+
+struct HelperZygote::Impl {
+  std::string helper_path;
+  std::mutex mu;  // one request at a time on the socket
+  UniqueFd sock;  // our end; closing it ends the zygote
+  UniqueFd zygote_pidfd;
+  int failures = 0;
+
+  // The keeper thread starts the zygote when asked and otherwise only waits.
+  std::mutex keeper_mu;
+  std::condition_variable keeper_cv;
+  bool start_wanted = false;
+  bool start_done = false;
+  bool stopping = false;
+  UniqueFd started_sock, started_pidfd;
+  std::thread keeper;
+
+  void keeper_loop() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    std::unique_lock lk(keeper_mu);
+    for (;;) {
+      keeper_cv.wait(lk, [&] { return start_wanted || stopping; });
+      if (stopping) return;
+      start_wanted = false;
+      lk.unlock();
+      UniqueFd ours, pidfd;
+      start(ours, pidfd);
+      lk.lock();
+      started_sock = std::move(ours);
+      started_pidfd = std::move(pidfd);
+      start_done = true;
+      keeper_cv.notify_all();
+    }
+  }
+
+  // On the keeper thread: spawn `kiln-sandbox --zygote 3` and wait for its ready line.
+  void start(UniqueFd& ours, UniqueFd& pidfd) {
+    int sp[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return;
+    UniqueFd mine(sp[0]), theirs(sp[1]);
+    UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    if (!devnull) return;
+    SpawnSpec s;
+    s.path = helper_path;
+    s.argv = {helper_path, "--zygote", "3"};
+    s.fds = {{0, devnull.get()}, {1, devnull.get()}, {2, STDERR_FILENO}, {3, theirs.get()}};
+    s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+#if defined(__SANITIZE_ADDRESS__)
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+      if (const char* v = std::getenv(name)) s.env.push_back(std::string(name) + "=" + v);
+#endif
+    s.pdeathsig = true;
+    auto pid = spawn_process(s);
+    if (!pid) return;
+    theirs.reset();
+    UniqueFd pfd(open_pidfd(*pid));
+    std::string text;
+    UniqueFd none;
+    if (!pfd || !receive(mine.get(), text, none, kReplyTimeoutMs) || parse_pid(text) != *pid) {
+      // Not a zygote (an older helper refuses the argument and exits) or not answering.
+      ::kill(*pid, SIGKILL);
+      int st;
+      while (::waitpid(*pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      return;
+    }
+    ours = std::move(mine);
+    pidfd = std::move(pfd);
+  }
+
+  bool ensure_started() {
+    if (sock) return true;
+    if (failures >= kMaxFailures) return false;
+    std::unique_lock lk(keeper_mu);
+    if (stopping) return false;
+    if (!keeper.joinable()) keeper = std::thread([this] { keeper_loop(); });
+    start_wanted = true;
+    start_done = false;
+    keeper_cv.notify_all();
+    keeper_cv.wait(lk, [&] { return start_done || stopping; });
+    sock = std::move(started_sock);
+    zygote_pidfd = std::move(started_pidfd);
+    if (!sock) ++failures;
+    return bool(sock);
+  }
+
+  // A zygote that misbehaved is ended; the next request starts another (up to kMaxFailures).
+  void drop() {
+    ++failures;
+    sock.reset();
+    reap_zygote();
+  }
+
+  // The zygote is our child (the keeper thread's): killed if still alive, and reaped.
+  void reap_zygote() {
+    if (!zygote_pidfd) return;
+    ::syscall(SYS_pidfd_send_signal, zygote_pidfd.get(), SIGKILL, nullptr, 0);
+    siginfo_t info{};
+    while (::waitid(P_PIDFD, id_t(zygote_pidfd.get()), &info, WEXITED) < 0 && errno == EINTR) {
+    }
+    zygote_pidfd.reset();
+  }
+};
+
+HelperZygote::HelperZygote(std::string helper_path) : impl_(std::make_unique<Impl>()) {
+  impl_->helper_path = std::move(helper_path);
+}
+
+HelperZygote::~HelperZygote() {
+  {
+    std::lock_guard lk(impl_->keeper_mu);
+    impl_->stopping = true;
+  }
+  impl_->keeper_cv.notify_all();
+  std::lock_guard lock(impl_->mu);
+  impl_->sock.reset();
+  if (impl_->keeper.joinable()) impl_->keeper.join();
+  impl_->reap_zygote();
+}
+
+std::optional<ZygoteChild> HelperZygote::spawn(int spec_fd, int status_fd, int control_fd) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->ensure_started()) return std::nullopt;
+  static const char kRequest[] = "spawn";
+  iovec iov{const_cast<char*>(kRequest), sizeof kRequest - 1};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  const int fds[3] = {spec_fd, status_fd, control_fd};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof fds)];
+  std::memset(cbuf, 0, sizeof cbuf);
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ssize_t n;
+  do n = ::sendmsg(impl_->sock.get(), &mh, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  std::string text;
+  UniqueFd pidfd;
+  if (n != ssize_t(iov.iov_len) || !receive(impl_->sock.get(), text, pidfd, kReplyTimeoutMs)) {
+    impl_->drop();
+    return std::nullopt;
+  }
+  auto pid = parse_pid(text);
+  if (!pid || !pidfd) {
+    // "error": the fork (or its pidfd) failed there. The zygote itself is fine; the caller
+    // falls back to exec for this one, which reports whatever the machine refuses.
+    return std::nullopt;
+  }
+  return ZygoteChild{*pid, pidfd.release()};
+}
+
+namespace {
+// The first version of struct pidfd_info (Linux 6.13+, PIDFD_INFO_SIZE_VER0 = 64 bytes).
+struct PidfdInfo {
+  std::uint64_t mask;
+  std::uint64_t cgroupid;
+  std::uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+  std::int32_t exit_code;
+};
+static_assert(sizeof(PidfdInfo) == 64);
+constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
+constexpr std::uint64_t kPidfdInfoExit = 1ULL << 3;
+}  // namespace
+
+std::optional<int> pidfd_exit_status(int pidfd) {
+  PidfdInfo info{};
+  info.mask = kPidfdInfoExit;
+  if (::ioctl(pidfd, kPidfdGetInfo, &info) != 0 || (info.mask & kPidfdInfoExit) == 0) return std::nullopt;
+  return info.exit_code;
+}
+
+}  // namespace kiln::sandbox
