@@ -60,6 +60,7 @@ int run_in_sandbox(const RunOptions& o, const std::string& state_dir) {
   mo.helper_path = default_helper_path();
   mo.allow_unsandboxed = o.allow_unsandboxed;
   mo.warm_spares = false;  // one run and out: a spare would never be used
+  mo.zygote = false;       // nor a zygote: it would be one more process start before the helper's
   sbx::SandboxManager m(mo);
 
   if (auto ok = sbx::check_workspace_root(root.path(), state_dir); !ok) {

@@ -95,10 +95,10 @@ SandboxManager::SandboxManager(ManagerOptions options) : impl_(std::make_shared<
   impl_->cg = detect_cgroups();
   if (impl_->opt.cleanup_stale && impl_->cg.version != CgroupVersion::none) cleanup_stale_cgroups(impl_->cg);
   ::mkdir((impl_->opt.state_dir + "/runs").c_str(), 0700);
-  // One forking helper per manager (HELPER_PROTOCOL.md, "Zygote"); KILN_SANDBOX_ZYGOTE=0 exec's
+  // One forking helper per manager (HELPER_PROTOCOL.md, "Zygote"). KILN_SANDBOX_ZYGOTE=0 exec's
   // every helper instead, as kiln did before (for comparison, or a host that refuses it).
   const char* z = std::getenv("KILN_SANDBOX_ZYGOTE");
-  if (!impl_->opt.helper_path.empty() && !(z != nullptr && std::string_view(z) == "0"))
+  if (impl_->opt.zygote && !impl_->opt.helper_path.empty() && !(z != nullptr && std::string_view(z) == "0"))
     impl_->zygote = std::make_unique<HelperZygote>(impl_->opt.helper_path);
   impl_->reaper = std::make_unique<asio::steady_timer>(impl_->io);
   impl_->thread = std::thread([impl = impl_.get()] {

@@ -28,6 +28,7 @@ struct ManagerOptions {
   std::chrono::seconds idle_timeout{1800};
   bool cleanup_stale = true;        // remove leftovers of a crashed server at start
   bool warm_spares = true;          // keep a fresh sandbox ready per recent policy (servers, not `kiln run`)
+  bool zygote = true;               // fork helpers from one `kiln-sandbox --zygote` (not for one sandbox and out)
   HostCeilings ceilings;            // server-wide: live sandboxes, their memory and pids, disk reserve
   // --network-allow FILE: the most any sandbox of this server may reach; a request narrows it,
   // never widens it, and network "host" is refused while it is set.

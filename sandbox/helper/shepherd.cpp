@@ -173,6 +173,9 @@ void run_shepherd(const ExecRequest& req, const SandboxContext& ctx, int report_
       ex.sys_us = static_cast<std::int64_t>(ru.ru_stime.tv_sec) * 1000000 + ru.ru_stime.tv_usec;
       ex.maxrss_kb = ru.ru_maxrss;
       write_all(report_fd, &ex, sizeof ex);
+      // pid 1 is usually woken onto this CPU, where it would wait behind this process's exit (its
+      // memory torn down) before it could pass the report on: let it run first.
+      ::sched_yield();
     }
   }
   ::_exit(0);
