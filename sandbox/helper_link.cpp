@@ -117,11 +117,18 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
 
   HelperStart out;
   UniqueFd pidfd_owner;  // closed on every failure path; released into `out` at the end
-  if (auto forked = zygote ? zygote->spawn(spec_r.get(), status_w.get(), ctl_theirs.get()) : std::nullopt) {
+  bool sent = false;
+  if (auto forked = zygote ? zygote->spawn(spec_r.get(), status_w.get(), ctl_theirs.get(), sent) : std::nullopt) {
     out.pid = forked->pid;
     out.pidfd = forked->pidfd;
     out.child_of_kiln = false;
     pidfd_owner.reset(forked->pidfd);
+  } else if (sent) {
+    // The zygote got these fds and then failed: a child of it may still hold them for a moment
+    // (it dies with the zygote, or reads the end of a spec never written). The exec'd helper gets
+    // fresh ones; ours close first, which ends any such child.
+    for (UniqueFd* f : {&spec_r, &spec_w, &status_r, &status_w, &ctl_ours, &ctl_theirs}) f->reset();
+    return start_helper(helper_path, spec, stop, timeout, nullptr);
   } else {
     SpawnSpec s;
     s.path = helper_path;

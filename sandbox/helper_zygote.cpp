@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -29,6 +30,7 @@ namespace {
 
 constexpr int kMaxFailures = 3;
 constexpr int kReplyTimeoutMs = 10000;
+constexpr auto kReapCheck = std::chrono::seconds(5);
 
 // One message from the zygote: its text and at most one fd.
 bool receive(int fd, std::string& text, UniqueFd& attached, int timeout_ms) {
@@ -98,7 +100,17 @@ struct HelperZygote::Impl {
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
     std::unique_lock lk(keeper_mu);
     for (;;) {
-      keeper_cv.wait(lk, [&] { return start_wanted || stopping; });
+      if (!keeper_cv.wait_for(lk, kReapCheck, [&] { return start_wanted || stopping; })) {
+        // Idle: a zygote that died (killed from outside) is reaped now rather than left a zombie
+        // until the next sandbox finds it gone. Skipped while a request holds the socket.
+        lk.unlock();
+        if (std::unique_lock m(mu, std::try_to_lock); m && zygote_pidfd) {
+          pollfd p{zygote_pidfd.get(), POLLIN, 0};
+          if (::poll(&p, 1, 0) == 1) drop();
+        }
+        lk.lock();
+        continue;
+      }
       if (stopping) return;
       start_wanted = false;
       lk.unlock();
@@ -197,7 +209,8 @@ HelperZygote::~HelperZygote() {
   impl_->reap_zygote();
 }
 
-std::optional<ZygoteChild> HelperZygote::spawn(int spec_fd, int status_fd, int control_fd) {
+std::optional<ZygoteChild> HelperZygote::spawn(int spec_fd, int status_fd, int control_fd, bool& sent) {
+  sent = false;
   std::lock_guard lock(impl_->mu);
   if (!impl_->ensure_started()) return std::nullopt;
   static const char kRequest[] = "spawn";
@@ -218,6 +231,7 @@ std::optional<ZygoteChild> HelperZygote::spawn(int spec_fd, int status_fd, int c
   ssize_t n;
   do n = ::sendmsg(impl_->sock.get(), &mh, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
+  sent = n > 0;
   std::string text;
   UniqueFd pidfd;
   if (n != ssize_t(iov.iov_len) || !receive(impl_->sock.get(), text, pidfd, kReplyTimeoutMs)) {

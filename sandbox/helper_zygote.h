@@ -26,8 +26,9 @@ class HelperZygote {
 
   // A helper forked with these three fds as its spec, status and control fds (kiln keeps its own
   // copies). nullopt: no zygote (it could not start, died, or answered wrongly; after three such
-  // failures it is not tried again): start the helper by exec.
-  std::optional<ZygoteChild> spawn(int spec_fd, int status_fd, int control_fd);
+  // failures it is not tried again): start the helper by exec. `sent` says whether the fds went
+  // out: then a child may hold them for a moment, so the exec must be given fresh ones.
+  std::optional<ZygoteChild> spawn(int spec_fd, int status_fd, int control_fd, bool& sent);
 
  private:
   struct Impl;

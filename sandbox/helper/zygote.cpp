@@ -118,8 +118,12 @@ HelperFds run_zygote(int fd) {
       if (!reply(fd, -1, -1)) ::_exit(0);
       continue;
     }
+    const pid_t zygote = ::getpid();
     pid_t pid = ::fork();
     if (pid == 0) {
+      // A death signal is not inherited: armed at once, and if the zygote died before that (the
+      // child was handed to init already), this child must not go on unwatched.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != zygote) ::_exit(125);
       ::close(fd);
       // The child starts as kiln-sandbox would after execve: default SIGCHLD (its outer waits for
       // pid 1), no mask, the helper's own ignored signals (main() sets them again).
@@ -134,12 +138,11 @@ HelperFds run_zygote(int fd) {
       return HelperFds{fds[0], fds[1], fds[2]};
     }
     for (int i = 0; i < 3; ++i) ::close(fds[i]);
+    // Without a pidfd kiln could not hold the child safely (a pid may be reused once reaped), so
+    // it gets "error" and closes its ends; the child, blocked on the spec kiln never writes, then
+    // reads the end of it and exits. No kill by pid: with ESRCH the pid may already be another's.
     int pidfd = pid > 0 ? int(::syscall(SYS_pidfd_open, pid, 0)) : -1;
-    if (pid > 0 && pidfd < 0) {
-      // kiln could not hold the child safely (its pid may be reused once reaped): it must not run.
-      ::kill(pid, SIGKILL);
-      pid = -1;
-    }
+    if (pidfd < 0) pid = -1;
     bool sent = reply(fd, pid, pidfd);
     if (pidfd >= 0) ::close(pidfd);
     if (!sent) ::_exit(0);
