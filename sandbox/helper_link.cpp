@@ -226,9 +226,10 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
   return out;
 }
 
-bool send_control(int fd, const json& msg, const std::vector<int>& fds) {
-  std::string text = msg.dump();
-  iovec iov{text.data(), text.size()};
+bool send_control(int fd, const json& msg, const std::vector<int>& fds) { return send_message(fd, msg.dump(), fds); }
+
+bool send_message(int fd, std::string_view text, const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(text.data()), text.size()};
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,8 @@ Result<HelperStart> start_helper(const std::string& helper_path, const nlohmann:
 // One control message, with up to 4 fds attached (SCM_RIGHTS). False when the helper is gone, or
 // with errno EMSGSIZE when the message is larger than the socket's send buffer can take.
 bool send_control(int fd, const nlohmann::json& msg, const std::vector<int>& fds = {});
+// The same for a message that is not JSON (the zygote's `spawn`).
+bool send_message(int fd, std::string_view text, const std::vector<int>& fds = {});
 // Receives one message without blocking: 1 got one, 0 the helper closed the channel, -1 none yet.
 int recv_control(int fd, std::string& out);
 // The same, keeping the fds a message carries (the `connected` reply's socket; at most 4, received

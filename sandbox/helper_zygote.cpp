@@ -20,8 +20,10 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/unique_fd.h"
+#include "sandbox/helper_link.h"
 #include "sandbox/spawn.h"
 
 namespace kiln::sandbox {
@@ -32,7 +34,7 @@ constexpr int kMaxFailures = 3;
 constexpr int kReplyTimeoutMs = 10000;
 constexpr auto kReapCheck = std::chrono::seconds(5);
 
-// One message from the zygote: its text and at most one fd.
+// One message from the zygote within `timeout_ms`: its text and its first fd (any others close).
 bool receive(int fd, std::string& text, UniqueFd& attached, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   for (;;) {
@@ -41,31 +43,9 @@ bool receive(int fd, std::string& text, UniqueFd& attached, int timeout_ms) {
     if (r <= 0) return false;
     break;
   }
-  char buf[64];
-  iovec iov{buf, sizeof buf};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  ssize_t n;
-  do n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  bool first = true;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int f;
-      std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
-      if (first) attached.reset(f);
-      else ::close(f);
-      first = false;
-    }
-  }
-  if (n <= 0) return false;
-  text.assign(buf, std::size_t(n));
+  std::vector<UniqueFd> fds;
+  if (recv_control(fd, text, fds) != 1) return false;
+  if (!fds.empty()) attached = std::move(fds.front());
   return true;
 }
 
@@ -213,28 +193,14 @@ std::optional<ZygoteChild> HelperZygote::spawn(int spec_fd, int status_fd, int c
   sent = false;
   std::lock_guard lock(impl_->mu);
   if (!impl_->ensure_started()) return std::nullopt;
-  static const char kRequest[] = "spawn";
-  iovec iov{const_cast<char*>(kRequest), sizeof kRequest - 1};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  const int fds[3] = {spec_fd, status_fd, control_fd};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof fds)];
-  std::memset(cbuf, 0, sizeof cbuf);
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  cmsghdr* c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-  ssize_t n;
-  do n = ::sendmsg(impl_->sock.get(), &mh, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  sent = n > 0;
+  // One message; a send refused outright (EPIPE: the zygote is gone) took nothing with it, any
+  // other failure may have, and the caller then uses fresh fds.
+  errno = 0;
+  const bool ok = send_message(impl_->sock.get(), "spawn", {spec_fd, status_fd, control_fd});
+  sent = ok || !(errno == EPIPE || errno == ECONNRESET || errno == EBADF);
   std::string text;
   UniqueFd pidfd;
-  if (n != ssize_t(iov.iov_len) || !receive(impl_->sock.get(), text, pidfd, kReplyTimeoutMs)) {
+  if (!ok || !receive(impl_->sock.get(), text, pidfd, kReplyTimeoutMs)) {
     impl_->drop();
     return std::nullopt;
   }

@@ -6,12 +6,15 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <string>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sandbox/helper/control.h"
 #include "sandbox/helper/fd_util.h"
 #include "sandbox/helper/signals.h"
 
@@ -21,45 +24,19 @@ namespace {
 
 constexpr char kRequest[] = "spawn";
 
-// The reply: the child's pid in text, and its pidfd attached. kiln holds the child by the pidfd
-// only (the zygote reaps its children at once, so their pids may be reused).
+// The reply: the child's pid in text with its pidfd attached (taken over and closed once sent), or
+// "error". kiln holds the child by the pidfd only (the zygote reaps its children at once, so their
+// pids may be reused).
 bool reply(int fd, pid_t pid, int pidfd) {
-  char text[32];
-  int len = 0;
-  {
-    char digits[16];
-    int n = 0;
-    unsigned v = pid > 0 ? unsigned(pid) : 0;
-    do digits[n++] = char('0' + v % 10), v /= 10;
-    while (v != 0 && n < 16);
-    if (pid <= 0) {
-      std::memcpy(text, "error", 5);
-      len = 5;
-    } else {
-      while (n > 0) text[len++] = digits[--n];
-    }
+  ControlOut out(fd);
+  if (pid > 0 && pidfd >= 0) out.send_fd(std::to_string(pid), pidfd);
+  else out.send(pid > 0 ? std::to_string(pid) : "error");
+  while (out.pending()) {
+    if (!out.flush()) return false;
+    pollfd p{fd, POLLOUT, 0};
+    if (out.pending() && ::poll(&p, 1, -1) < 0 && errno != EINTR) return false;
   }
-  iovec iov{text, std::size_t(len)};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-  if (pidfd >= 0) {
-    std::memset(cbuf, 0, sizeof cbuf);
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pidfd, sizeof pidfd);
-  }
-  for (;;) {
-    ssize_t n = ::sendmsg(fd, &mh, MSG_NOSIGNAL);
-    if (n == len) return true;
-    if (n < 0 && errno == EINTR) continue;
-    return false;
-  }
+  return true;
 }
 
 }  // namespace
@@ -88,36 +65,19 @@ HelperFds run_zygote(int fd) {
   if (!reply(fd, ::getpid(), -1)) ::_exit(0);
 
   for (;;) {
-    char buf[64];
-    iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ::_exit(0);  // kiln closed its end (or is gone)
-    int fds[4];
-    int nfds = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t i = 0; i < count; ++i) {
-        int f;
-        std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
-        if (nfds < 4) fds[nfds++] = f;
-        else ::close(f);
-      }
-    }
-    const bool well_formed = nfds == 3 && (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 &&
-                             std::size_t(n) == sizeof kRequest - 1 && std::memcmp(buf, kRequest, n) == 0;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0 && errno != EINTR) ::_exit(1);
+    ControlMessage msg;
+    RecvResult r = recv_control(fd, msg);
+    if (r == RecvResult::again) continue;
+    if (r != RecvResult::ok) ::_exit(0);  // kiln closed its end (or is gone)
+    const bool well_formed = msg.fds.size() == 3 && !msg.fds_truncated && msg.data == kRequest;
     if (!well_formed) {
-      for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+      for (int f : msg.fds) ::close(f);
       if (!reply(fd, -1, -1)) ::_exit(0);
       continue;
     }
+    const int fds[3] = {msg.fds[0], msg.fds[1], msg.fds[2]};
     const pid_t zygote = ::getpid();
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -143,9 +103,7 @@ HelperFds run_zygote(int fd) {
     // reads the end of it and exits. No kill by pid: with ESRCH the pid may already be another's.
     int pidfd = pid > 0 ? int(::syscall(SYS_pidfd_open, pid, 0)) : -1;
     if (pidfd < 0) pid = -1;
-    bool sent = reply(fd, pid, pidfd);
-    if (pidfd >= 0) ::close(pidfd);
-    if (!sent) ::_exit(0);
+    if (!reply(fd, pid, pidfd)) ::_exit(0);
   }
 }
 

@@ -172,7 +172,11 @@ function checkIntegrity(dir, where) {
 }
 
 function runningTraces(dir) {
-  const out = sqlite(path.join(dir, 'traces.db'), "SELECT id || ' ' || kind FROM traces WHERE status = 'running';");
+  // A kill in the first milliseconds can land after traces.db was created and before its tables
+  // were: then no trace was written, so none was running.
+  const db = path.join(dir, 'traces.db');
+  if (sqlite(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'traces';").trim() === '0') return [];
+  const out = sqlite(db, "SELECT id || ' ' || kind FROM traces WHERE status = 'running';");
   return out.split('\n').filter(Boolean).map((l) => ({ id: l.split(' ')[0], kind: l.split(' ')[1] }));
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/unique_fd.h"
+#include "sandbox/helper_link.h"
 #include "sandbox/helper_zygote.h"
 #include "sandbox/spawn.h"
 
@@ -88,42 +89,15 @@ struct RawZygote {
     int st;
     ::waitpid(pid, &st, 0);
   }
-  void send(const char* word, const std::vector<int>& fds) {
-    iovec iov{const_cast<char*>(word), std::strlen(word)};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)]{};
-    if (!fds.empty()) {
-      mh.msg_control = cbuf;
-      mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-      cmsghdr* c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-    }
-    REQUIRE(::sendmsg(sock.get(), &mh, MSG_NOSIGNAL) == ssize_t(iov.iov_len));
-  }
+  void send(const char* word, const std::vector<int>& fds) { REQUIRE(send_message(sock.get(), word, fds)); }
   // The reply's text, and its fd (if any) in `fd`.
   std::string receive(UniqueFd& fd) {
     REQUIRE(wait_readable(sock.get(), 10000));
-    char buf[64];
-    iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    ssize_t n = ::recvmsg(sock.get(), &mh, MSG_CMSG_CLOEXEC);
-    REQUIRE(n > 0);
-    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-      int f;
-      std::memcpy(&f, CMSG_DATA(c), sizeof f);
-      fd.reset(f);
-    }
-    return std::string(buf, std::size_t(n));
+    std::string text;
+    std::vector<UniqueFd> fds;
+    REQUIRE(recv_control(sock.get(), text, fds) == 1);
+    if (!fds.empty()) fd = std::move(fds.front());
+    return text;
   }
 };
 
