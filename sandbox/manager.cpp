@@ -3,6 +3,7 @@
 #include "sandbox/manager_impl.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -473,10 +474,15 @@ void SandboxManager::Impl::watch_helper_exit(const std::shared_ptr<Sandbox>& sb)
   if (!sb->pidfd) return;
   sb->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [this, sb](boost::system::error_code ec) {
     if (ec) return;
-    // A readable pidfd means the helper has exited; our own child is reaped here (a zygote's
-    // child was reaped by the kernel, and waitpid would not know it).
+    // The wait can end without the helper having exited (seen under load: the reactor reports a
+    // readiness the pidfd does not have), so the exit is confirmed before the sandbox is given
+    // up: our own child by reaping it, a zygote's child (reaped by the kernel, unknown to
+    // waitpid) by its pidfd polling readable now.
     int status;
-    if (sb->helper_is_child && ::waitpid(sb->helper_pid, &status, WNOHANG) == 0) {
+    pollfd p{sb->pidfd->native_handle(), POLLIN, 0};
+    const bool exited = sb->helper_is_child ? ::waitpid(sb->helper_pid, &status, WNOHANG) != 0
+                                            : ::poll(&p, 1, 0) == 1;
+    if (!exited) {
       watch_helper_exit(sb);
       return;
     }
