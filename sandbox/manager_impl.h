@@ -199,6 +199,7 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   // io thread
   void watch_control(const std::shared_ptr<Sandbox>& sb);
   void watch_helper_exit(const std::shared_ptr<Sandbox>& sb);
+  void watch_unsandboxed_exit(const std::shared_ptr<Run>& run);  // isolation "none": the command's own pidfd
   // SIGKILL to the sandbox's pid 1 side (the helper's outer process), through its pidfd when it
   // has one: a zygote's child may be reaped already and its pid reused.
   void kill_helper(const Sandbox& sb);

@@ -213,20 +213,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
       }
       if (pfd >= 0) {
         run->pidfd = std::make_unique<asio::posix::stream_descriptor>(io, pfd);
-        auto self = shared_from_this();
-        run->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [self, run](boost::system::error_code ec) {
-          if (ec) return;
-          int status = 0;
-          rusage ru{};
-          if (::wait4(run->host_pid, &status, 0, &ru) <= 0) return;
-          std::optional<int> code;
-          int sig = 0;
-          if (WIFEXITED(status)) code = WEXITSTATUS(status);
-          if (WIFSIGNALED(status)) sig = WTERMSIG(status);
-          self->on_exited(run, code, sig, std::uint64_t(ru.ru_utime.tv_sec) * 1000 + std::uint64_t(ru.ru_utime.tv_usec) / 1000,
-                          std::uint64_t(ru.ru_stime.tv_sec) * 1000 + std::uint64_t(ru.ru_stime.tv_usec) / 1000,
-                          std::uint64_t(ru.ru_maxrss));
-        });
+        watch_unsandboxed_exit(run);
       }
     } else {
       if (sb->closing || !sb->control) {
@@ -347,5 +334,27 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
   return run;
 }
 
+
+// The wait can end before the command has exited (a readiness the pidfd does not have, seen for
+// helpers under load): reaping without blocking, and waiting again when there is nothing to reap,
+// keeps the event loop from blocking until this command ends.
+void SandboxManager::Impl::watch_unsandboxed_exit(const std::shared_ptr<Run>& run) {
+  auto self = shared_from_this();
+  run->pidfd->async_wait(asio::posix::stream_descriptor::wait_read, [self, run](boost::system::error_code ec) {
+    if (ec) return;
+    int status = 0;
+    rusage ru{};
+    pid_t r = ::wait4(run->host_pid, &status, WNOHANG, &ru);
+    if (r == 0) return self->watch_unsandboxed_exit(run);
+    if (r < 0) return;
+    std::optional<int> code;
+    int sig = 0;
+    if (WIFEXITED(status)) code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) sig = WTERMSIG(status);
+    self->on_exited(run, code, sig, std::uint64_t(ru.ru_utime.tv_sec) * 1000 + std::uint64_t(ru.ru_utime.tv_usec) / 1000,
+                    std::uint64_t(ru.ru_stime.tv_sec) * 1000 + std::uint64_t(ru.ru_stime.tv_usec) / 1000,
+                    std::uint64_t(ru.ru_maxrss));
+  });
+}
 
 }  // namespace kiln::sandbox
