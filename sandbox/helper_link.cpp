@@ -99,6 +99,18 @@ std::optional<int> reap(const HelperStart& h, bool kill_first) {
 
 }  // namespace
 
+std::vector<std::string> helper_environment() {
+  // The helper's environment is not the sandbox's; it needs none of ours.
+  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+#if defined(__SANITIZE_ADDRESS__)
+  // Sanitizer builds only (make test-asan): the helper reports where kiln reports, with the same
+  // options. The sandboxed command never sees these; its environment comes from the spec.
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+    if (const char* v = std::getenv(name)) env.push_back(fmt::format("{}={}", name, v));
+#endif
+  return env;
+}
+
 Result<HelperStart> start_helper(const std::string& helper_path, const json& spec, std::stop_token stop,
                                  std::chrono::milliseconds timeout, HelperZygote* zygote) {
   auto t0 = std::chrono::steady_clock::now();
@@ -137,14 +149,7 @@ Result<HelperStart> start_helper(const std::string& helper_path, const json& spe
     UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
     if (!devnull) return fail(Errc::io, fmt::format("/dev/null: {}", std::strerror(errno)));
     s.fds = {{0, devnull.get()}, {1, devnull.get()}, {3, spec_r.get()}, {4, status_w.get()}, {5, ctl_theirs.get()}};
-    // The helper's environment is not the sandbox's; it needs none of ours.
-    s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-#if defined(__SANITIZE_ADDRESS__)
-    // Sanitizer builds only (make test-asan): the helper reports where kiln reports, with the same
-    // options. The sandboxed command never sees these; its environment comes from the spec.
-    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
-      if (const char* v = std::getenv(name)) s.env.push_back(fmt::format("{}={}", name, v));
-#endif
+    s.env = helper_environment();
     s.pdeathsig = true;
     auto pid = spawn_process(s);
     if (!pid) {

@@ -29,6 +29,9 @@ struct HelperStart {
   double ms = 0;
 };
 
+// The environment kiln-sandbox is started with (exec'd or as the zygote): PATH only.
+std::vector<std::string> helper_environment();
+
 // Starts the helper (forked by `zygote` when it has one, else exec'd) and waits for "ready" (or a
 // failed step, turned into an error naming the step, errno and the helper's hint). The helper is
 // reaped on failure.

@@ -17,7 +17,6 @@
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -116,11 +115,7 @@ struct HelperZygote::Impl {
     s.path = helper_path;
     s.argv = {helper_path, "--zygote", "3"};
     s.fds = {{0, devnull.get()}, {1, devnull.get()}, {2, STDERR_FILENO}, {3, theirs.get()}};
-    s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-#if defined(__SANITIZE_ADDRESS__)
-    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
-      if (const char* v = std::getenv(name)) s.env.push_back(std::string(name) + "=" + v);
-#endif
+    s.env = helper_environment();
     s.pdeathsig = true;
     auto pid = spawn_process(s);
     if (!pid) return;
