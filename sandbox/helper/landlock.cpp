@@ -2,12 +2,15 @@
 // attribute fields are spelled out here and masked by the ABI the running kernel reports.
 #include "sandbox/helper/landlock.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <string>
+#include <vector>
 
 namespace kiln::helper {
 
@@ -77,6 +80,36 @@ bool add_rule(int ruleset, const std::string& path, std::uint64_t access, std::u
   return true;
 }
 
+bool under(const std::string& p, const std::string& dir) {
+  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+// Where the read-only binds get their rules. Binds nested in a top-level folder (/etc/passwd,
+// /etc/ssl/certs, ...) share one rule on that folder: it holds nothing but what was mounted there
+// (a folder of the root skeleton, or a read-only bind itself), and a rule covers everything
+// beneath it, so one rule grants what twenty did, without twenty opens and rules per sandbox. A
+// folder that holds or lies in a writable mount (or /dev, /proc, /tmp) keeps one rule per bind.
+std::vector<std::string> read_only_rule_paths(const Spec& spec, const MountReport& mounts) {
+  std::vector<std::string> writable = {"/dev", "/proc", "/tmp", spec.workspace};
+  for (const auto& b : spec.data_binds) writable.push_back(b.target);
+  std::vector<std::string> out;
+  auto add = [&](const std::string& p) {
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  };
+  for (const auto& m : mounts.ro) {
+    std::size_t second = m.path.find('/', 1);
+    if (second == std::string::npos) {
+      add(m.path);
+      continue;
+    }
+    std::string top = m.path.substr(0, second);
+    bool shared = std::none_of(writable.begin(), writable.end(),
+                               [&](const std::string& w) { return under(w, top) || under(top, w); });
+    add(shared ? top : m.path);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool build_landlock(const Spec& spec, const MountReport& mounts, LandlockRuleset& out, StepError& e) {
@@ -108,8 +141,8 @@ bool build_landlock(const Spec& spec, const MountReport& mounts, LandlockRuleset
   const std::uint64_t read_exec = kExecute | kReadFile | kReadDir;
   const std::uint64_t rw = handled & ~(kMakeChar | kMakeBlock);
   bool ok = add_rule(fd, "/", kReadDir, handled, e);
-  for (const auto& m : mounts.ro)
-    if (ok) ok = add_rule(fd, m.path, read_exec, handled, e);
+  for (const auto& path : read_only_rule_paths(spec, mounts))
+    if (ok) ok = add_rule(fd, path, read_exec, handled, e);
   if (ok) ok = add_rule(fd, spec.workspace, spec.workspace_writable ? rw : read_exec, handled, e);
   if (ok) ok = add_rule(fd, "/tmp", rw, handled, e);
   for (const auto& b : spec.data_binds)

@@ -126,6 +126,13 @@ def checks(made):
           "tmp-ok" in r["stdout"] and not os.path.exists("/tmp/kiln_outside_probe") and
           not os.path.exists("/usr/kiln_probe") and not os.path.exists("/kiln_probe"), r["stdout"] + r["stderr"])
     check("workspace writes land on the host", os.path.exists(os.path.join(ws, "inside_probe")))
+    # /etc's binds share one Landlock rule on /etc (landlock.cpp): each still reads, nested binds
+    # included, and nothing under /etc takes a write.
+    r = h.sh("head -c 5 /etc/passwd; echo; ls /etc/ssl/certs | head -1 | wc -l; "
+             "echo x >> /etc/passwd 2>/dev/null && echo passwd-written; echo x > /etc/ssl/certs/kiln_probe 2>/dev/null "
+             "&& echo certs-written; ls /etc/kiln_probe 2>/dev/null")
+    check("/etc binds readable under Landlock, none writable",
+          r["stdout"].split() == ["root:", "1"] and not os.path.exists("/etc/kiln_probe"), r["stdout"] + r["stderr"])
     r = h.sh("ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '; echo; ps -eo pid,comm")
     pids = [int(p) for p in r["stdout"].split("\n")[0].split()]
     # pid 1, this exec's shepherd, the spare shepherd, sh and the 4 pipeline commands: 8 at most.
