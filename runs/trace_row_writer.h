@@ -1,12 +1,13 @@
 // Writes the first row of a run's trace on a thread of its own, so the run is prepared (its
 // checkpoint, pipes and cgroup) beside the INSERT instead of after it. The command still starts
 // only once the row is in: the caller waits on the returned future just before it hands the
-// command to the sandbox (ExecRequest::before_start).
+// command to the sandbox (ExecRequest::before_start). Rows queued while one is written go in
+// together, in one transaction: many sandboxes started at once share their commits.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
-#include <functional>
+#include <memory>
 #include <future>
 #include <mutex>
 #include <stop_token>
@@ -34,7 +35,11 @@ class TraceRowWriter {
   traces::TraceStore& store_;
   std::mutex mu_;
   std::condition_variable_any cv_;
-  std::deque<std::function<void()>> jobs_;
+  struct Job {
+    traces::TraceRecord record;
+    std::shared_ptr<std::promise<Result<void>>> done;
+  };
+  std::deque<Job> jobs_;
   std::jthread thread_;  // last: stopped and joined before the queue it drains goes away
 };
 

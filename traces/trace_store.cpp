@@ -209,10 +209,30 @@ Result<void> TraceStore::insert_locked(const TraceRecord& r) {
   return {};
 }
 
+Result<void> TraceStore::insert_started_parent_error() {
+  return fail(Errc::internal, "a trace with a parent is started with start(), which checks it");
+}
+
 Result<void> TraceStore::insert_started(const TraceRecord& r) {
-  if (r.parent_id) return fail(Errc::internal, "a trace with a parent is started with start(), which checks it");
+  if (r.parent_id) return insert_started_parent_error();
   std::lock_guard lock(mu_);
   return insert_locked(r);
+}
+
+std::vector<Result<void>> TraceStore::insert_started(std::span<const TraceRecord> records) {
+  std::vector<Result<void>> out;
+  out.reserve(records.size());
+  std::lock_guard lock(mu_);
+  if (records.size() == 1) {
+    out.push_back(records[0].parent_id ? insert_started_parent_error() : insert_locked(records[0]));
+    return out;
+  }
+  db::Transaction tx(db_);
+  if (auto r = tx.begin(); !r) return std::vector<Result<void>>(records.size(), std::unexpected(r.error()));
+  // A failed INSERT undoes only itself; the others still go in with the commit.
+  for (const auto& r : records) out.push_back(r.parent_id ? insert_started_parent_error() : insert_locked(r));
+  if (auto r = tx.commit(); !r) return std::vector<Result<void>>(records.size(), std::unexpected(r.error()));
+  return out;
 }
 
 Result<TraceRecord> TraceStore::start(const TraceStart& s) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -165,6 +166,9 @@ class TraceStore {
   // without a parent; an id another record already has is an error (conflict), not drawn again.
   Result<TraceRecord> prepare_start(const TraceStart& s) const;
   Result<void> insert_started(const TraceRecord& r);
+  // insert_started for several records in one transaction (one commit instead of one each), with
+  // one result per record in order; a failed commit fails them all.
+  std::vector<Result<void>> insert_started(std::span<const TraceRecord> records);
   // Ends a running record; conflict if it has already ended.
   Result<void> finish(const std::string& id, const TraceFinish& f);
   // The end of record `id` will be written a moment from now, by finish() on another thread
@@ -211,6 +215,7 @@ class TraceStore {
   explicit TraceStore(std::string dir) : dir_(std::move(dir)) {}
   Result<std::optional<TraceRecord>> get_locked(const std::string& id);
   Result<void> insert_locked(const TraceRecord& r);
+  static Result<void> insert_started_parent_error();
   Result<std::string> stream_path(const std::string& id, const std::string& stream);
   std::optional<uint64_t> cached_line(const std::string& key);
   void cache_line(const std::string& key, uint64_t line);
