@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/fd_io.h"
+#include "core/path_under.h"
 #include "workspace/checkpoint_internal.h"
 #include "workspace/unified_diff.h"
 
@@ -23,9 +24,7 @@ std::optional<std::string> read_fd(int fd, std::uint64_t size) {
   return s;
 }
 
-bool under(std::string_view path, std::string_view scope) {
-  return scope.empty() || path == scope || (path.size() > scope.size() && path.starts_with(scope) && path[scope.size()] == '/');
-}
+bool under(std::string_view path, std::string_view scope) { return scope.empty() || path_under(path, scope); }
 
 bool is_text(std::string_view s) { return s.find('\0') == std::string_view::npos; }
 

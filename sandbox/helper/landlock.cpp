@@ -2,6 +2,8 @@
 // attribute fields are spelled out here and masked by the ABI the running kernel reports.
 #include "sandbox/helper/landlock.h"
 
+#include "core/path_under.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -80,10 +82,6 @@ bool add_rule(int ruleset, const std::string& path, std::uint64_t access, std::u
   return true;
 }
 
-bool under(const std::string& p, const std::string& dir) {
-  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
-}
-
 // Where the read-only binds get their rules. Binds nested in a top-level folder (/etc/passwd,
 // /etc/ssl/certs, ...) share one rule on that folder: it holds nothing but what was mounted there
 // (a folder of the root skeleton, or a read-only bind itself), and a rule covers everything
@@ -104,7 +102,7 @@ std::vector<std::string> read_only_rule_paths(const Spec& spec, const MountRepor
     }
     std::string top = m.path.substr(0, second);
     bool shared = std::none_of(writable.begin(), writable.end(),
-                               [&](const std::string& w) { return under(w, top) || under(top, w); });
+                               [&](const std::string& w) { return path_under(w, top) || path_under(top, w); });
     add(shared ? top : m.path);
   }
   return out;

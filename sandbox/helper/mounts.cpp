@@ -4,6 +4,7 @@
 // read-only binds all at once, with the root skeleton, before anything writable is mounted.
 #include "sandbox/helper/mounts.h"
 
+#include "core/path_under.h"
 #include "core/open_dir.h"
 #include "core/unique_fd.h"
 #include "sandbox/helper/proc_mask.h"
@@ -100,10 +101,6 @@ std::string parent_of(const std::string& p) {
   return slash == 0 ? "/" : p.substr(0, slash);
 }
 
-bool under(const std::string& p, const std::string& dir) {
-  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
-}
-
 // mount_setattr only adds flags, so flags the kernel locked on the host's mount stay as they are;
 // the remount fallback (kernels before 5.12) must repeat them itself or get EPERM.
 bool restrict_mount(const std::string& dst, std::uint64_t attrs, bool recursive, StepError& e) {
@@ -188,7 +185,7 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
   std::vector<Entry> entries;
   std::unordered_map<std::string, std::string> real_parents;  // most entries share /etc or /usr
   for (const auto& p : spec.ro_binds) {
-    if (under(p, "/proc") || under(p, "/dev") || p == "/tmp")
+    if (path_under(p, "/proc") || path_under(p, "/dev") || p == "/tmp")
       return fail_plain(e, kStep, "ro_binds entry " + p + " would replace the sandbox's own /proc, /dev or /tmp");
     const std::string parent = parent_of(p);
     auto known = real_parents.find(parent);
@@ -224,7 +221,7 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
     }
   }
   const std::string& ws = spec.workspace;
-  if (ws == "/tmp" || ws == "/dev/shm" || under(ws, "/proc") || under(ws, "/dev"))
+  if (ws == "/tmp" || ws == "/dev/shm" || path_under(ws, "/proc") || path_under(ws, "/dev"))
     return fail_plain(e, kStep, "the workspace cannot be " + ws + ": it would replace a private sandbox mount");
   // The workspace is bound from a descriptor, not by path: resolving the path at mount time would
   // follow whatever a user who owns a folder on it has swapped in since kiln checked it.
@@ -262,7 +259,7 @@ bool build_root(const Spec& spec, MountReport& report, StepError& e) {
   const std::uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   auto nested = [&](const Entry& en) {
     return std::any_of(entries.begin(), entries.end(),
-                       [&](const Entry& o) { return &o != &en && o.path != en.path && under(en.path, o.path); });
+                       [&](const Entry& o) { return &o != &en && o.path != en.path && path_under(en.path, o.path); });
   };
   auto first_round = [&](const Entry& en) {
     return (en.kind == Kind::symlink || en.kind == Kind::bind_dir || en.kind == Kind::bind_file) && !nested(en);
