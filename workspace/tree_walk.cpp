@@ -60,6 +60,31 @@ struct Task {
   IgnoreChain::Ptr ignore;
 };
 
+// Worker threads of all walks in the process together, beyond the threads that asked for them:
+// a session's many requests walking at once (searches, listings, checkpoints) share the cores
+// instead of starting a pool each, so the threads stay bounded by the cores, not by the requests
+// in flight. A walk that finds no slot free works on its caller's thread alone.
+class WorkerSlots {
+ public:
+  unsigned take(unsigned want) {
+    int have = free_.load(std::memory_order_relaxed);
+    for (;;) {
+      int got = std::min(have, int(want));
+      if (got <= 0) return 0;
+      if (free_.compare_exchange_weak(have, have - got, std::memory_order_acq_rel)) return unsigned(got);
+    }
+  }
+  void give(unsigned n) { free_.fetch_add(int(n), std::memory_order_acq_rel); }
+
+ private:
+  std::atomic<int> free_{int(std::max(2u, std::thread::hardware_concurrency()))};
+};
+
+WorkerSlots& worker_slots() {
+  static WorkerSlots slots;
+  return slots;
+}
+
 struct Listed {
   std::string path;
   size_t name_at;
@@ -78,9 +103,27 @@ class Walker {
       std::lock_guard lk(mu_);
       cv_.notify_all();
     });
-    // One worker and no ticks: the caller's own thread does the work (a one-folder listing,
-    // as each automatic checkpoint makes, would otherwise pay for starting a thread).
-    if (n == 1 && !opts_.on_tick) {
+    // Threads from the process's slots unless the caller asked for a number. One thread is no
+    // better than the caller's own, which waits anyway; ticks need a worker beside the caller's
+    // thread, so a ticking walk has one even when no slot is free.
+    unsigned slots = 0;
+    if (opts_.threads == 0) {
+      slots = worker_slots().take(n);
+      if (slots < 2 && !opts_.on_tick) {
+        worker_slots().give(slots);
+        slots = 0;
+      }
+      n = opts_.on_tick ? std::max(slots, 1u) : slots;
+    }
+    struct GiveBack {
+      unsigned n;
+      ~GiveBack() {
+        if (n) worker_slots().give(n);
+      }
+    } give_back{slots};
+    // One worker (or none free) and no ticks: the caller's own thread does the work (a one-folder
+    // listing, as each automatic checkpoint makes, would otherwise pay for starting a thread).
+    if (n <= 1 && !opts_.on_tick) {
       work(0);
     } else {
       std::vector<std::jthread> workers;

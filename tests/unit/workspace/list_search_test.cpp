@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -255,6 +257,46 @@ TEST_CASE("walk: every entry once, in parallel, and ticks while slow visitors ru
   auto c = walk(root, opts, stopped.get_token(), [](const WalkEntry&, unsigned) {});
   REQUIRE_FALSE(c);
   CHECK(c.error().code == Errc::cancelled);
+}
+
+TEST_CASE("walk: many walks at once share the process's worker threads, each still complete") {
+  Tree t;
+  for (int d = 0; d < 6; ++d)
+    for (int f = 0; f < 10; ++f) t.write("d" + std::to_string(d) + "/f" + std::to_string(f), "");
+  auto root = t.root();
+  const unsigned slots = std::max(2u, std::thread::hardware_concurrency());
+  // Threads that visit entries and are none of the callers: the walks' own workers.
+  std::mutex mu;
+  std::set<std::thread::id> callers, busy;
+  std::size_t most_busy = 0;
+  std::atomic<int> complete{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 24; ++i)
+    threads.emplace_back([&] {
+      {
+        std::lock_guard lk(mu);
+        callers.insert(std::this_thread::get_id());
+      }
+      std::atomic<int> files{0};
+      auto r = walk(root, WalkOptions{}, {}, [&](const WalkEntry& e, unsigned worker) {
+        CHECK(worker < walk_thread_count(WalkOptions{}));
+        if (e.type == EntryType::file) ++files;
+        const auto me = std::this_thread::get_id();
+        {
+          std::lock_guard lk(mu);
+          if (!callers.contains(me)) busy.insert(me);
+          most_busy = std::max(most_busy, busy.size());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::lock_guard lk(mu);
+        busy.erase(me);
+      });
+      if (r && files == 60) ++complete;
+    });
+  for (auto& th : threads) th.join();
+  CHECK(complete == 24);
+  // 24 walks of 2+ workers each would be 48 threads or more without the shared slots.
+  CHECK(most_busy <= slots);
 }
 
 TEST_CASE("search: regex, literal, case, columns") {
