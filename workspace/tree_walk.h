@@ -39,7 +39,7 @@ struct WalkOptions {
   std::string start;  // folder to walk, relative to the root as Root::relative returns ("" = root)
   int max_depth = 0;  // 0 = unlimited; 1 = only the start folder's children
   bool include_ignored = false;
-  unsigned threads = 0;  // 0 = hardware_concurrency, at least 2
+  unsigned threads = 0;  // 0 = up to the cores (at least 2), taken from the slots every walk in the process shares
   // Called on the calling thread about every tick_interval while the walk runs, so callers
   // can report progress from a thread that owns their transport.
   std::function<void()> on_tick;
