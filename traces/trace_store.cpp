@@ -214,9 +214,7 @@ Result<void> TraceStore::insert_started_parent_error() {
 }
 
 Result<void> TraceStore::insert_started(const TraceRecord& r) {
-  if (r.parent_id) return insert_started_parent_error();
-  std::lock_guard lock(mu_);
-  return insert_locked(r);
+  return std::move(insert_started(std::span<const TraceRecord>(&r, 1)).front());
 }
 
 std::vector<Result<void>> TraceStore::insert_started(std::span<const TraceRecord> records) {
