@@ -153,18 +153,24 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   Redactor all_secrets;
   std::atomic<bool> stopped{false};
 
-  // Warm spares (sandbox/spare_pool.cpp): after a fresh exec, the next fresh sandbox with the same
-  // policy is built in the background, so a fresh exec pays only for its command. Made on one
-  // long-lived thread, because a helper's parent-death signal follows the thread that forked it.
+  // Warm spares (sandbox/spare_pool.cpp): each fresh exec that finishes asks for one more sandbox
+  // of its policy, built in the background, so the pool follows how many fresh execs of a policy
+  // run at once (one for an agent working in sequence, a burst's size for parallel bursts) and a
+  // fresh exec pays only for its command. Made on one long-lived thread, because a helper's
+  // parent-death signal follows the thread that forked it, and only while no fresh exec is
+  // building its own sandbox, so the pool never competes with a request that is waiting.
   std::mutex spare_mu;
   std::condition_variable_any spare_cv;
   std::deque<SandboxPolicy> spare_jobs;        // under spare_mu
-  std::map<std::string, std::shared_ptr<Sandbox>> spares;  // by policy key, under mu
+  std::map<std::string, std::vector<std::shared_ptr<Sandbox>>> spares;  // ready, by policy key, under mu
+  std::size_t spare_count = 0;                // ready spares of all keys, under mu
   std::string spare_building;                 // key being built now, under mu
   std::condition_variable spare_ready;        // with mu: a build ended
+  std::atomic<int> cold_builds{0};            // fresh execs building their own sandbox now
   std::jthread spare_thread;
   std::shared_ptr<Sandbox> take_spare(const SandboxPolicy& policy);
   void want_spare(const SandboxPolicy& policy);
+  std::size_t spare_cap() const;  // ready and queued spares of all policies together
   void stop_spares();
   void retire_old_spares();
   void retire_all_spares();  // under pressure: idle spares make room for a real request

@@ -43,11 +43,22 @@ Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const 
   }
   if (!fresh) return fail(Errc::invalid_argument, "no sandbox_id and no policy for a fresh sandbox");
   if (fresh->owner != owner) return fail(Errc::internal, "a fresh sandbox's policy names another owner than the request");
-  auto sb = impl.take_spare(*fresh);
-  auto made = sb ? Result<std::shared_ptr<Sandbox>>(sb)
-                 : impl.make_sandbox(*fresh, true, stop, SandboxManager::Impl::Admission::wait);
   // Once this exec is done (not now: building competes with it for the CPU), a spare is warmed
   // for the next fresh exec with this policy.
+  if (auto sb = impl.take_spare(*fresh)) {
+    sb->respawn = *fresh;
+    return sb;
+  }
+  // Spares wait while a fresh exec builds its own (sandbox/spare_pool.cpp).
+  struct ColdBuild {
+    SandboxManager::Impl& impl;
+    explicit ColdBuild(SandboxManager::Impl& i) : impl(i) { ++impl.cold_builds; }
+    ~ColdBuild() {
+      --impl.cold_builds;
+      impl.spare_cv.notify_all();
+    }
+  } cold{impl};
+  auto made = impl.make_sandbox(*fresh, true, stop, SandboxManager::Impl::Admission::wait);
   if (made) (*made)->respawn = *fresh;
   return made;
 }

@@ -1,8 +1,11 @@
 // Warm spare sandboxes. Building a strict sandbox (helper, namespaces, mounts, seccomp, Landlock,
 // cgroups) costs most of a fresh exec; agents run fresh execs with the same policy again and
-// again, so the next one is built while nobody waits. A spare is only ever used once, for the
+// again, alone or in parallel bursts, so the next ones are built while nobody waits: every fresh
+// exec that finishes asks for one spare of its policy. A spare is only ever used once, for the
 // exact policy it was made for, and is destroyed after a minute unused.
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +16,7 @@ namespace kiln::sandbox {
 namespace {
 
 constexpr auto kSpareTtl = std::chrono::seconds(60);
+constexpr int kRoomRetries = 250;  // 20 ms apart: 5 s of waiting for closing sandboxes' room
 
 nlohmann::json limits_key(const Limits& l) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
@@ -41,65 +45,98 @@ bool spare_eligible(const SandboxPolicy& p) {
 std::shared_ptr<Sandbox> SandboxManager::Impl::take_spare(const SandboxPolicy& policy) {
   if (!spare_eligible(policy)) return nullptr;
   const std::string key = spare_key(policy);
-  std::unique_lock lock(mu);
-  // A spare of this policy half built is nearer than a new one: wait for it (briefly).
-  spare_ready.wait_for(lock, std::chrono::milliseconds(500), [&] { return spare_building != key || stopped; });
-  auto it = spares.find(key);
-  if (it == spares.end()) return nullptr;
-  auto sb = it->second;
-  spares.erase(it);
-  if (sb->closing || sb->helper_gone) return nullptr;
-  sb->spare = false;
-  sb->last_used = Clock::now();
-  return sb;
+  std::shared_ptr<Sandbox> taken;
+  std::vector<std::shared_ptr<Sandbox>> broken;
+  {
+    std::unique_lock lock(mu);
+    // A spare of this policy half built is nearer than a new one: wait for it (briefly).
+    spare_ready.wait_for(lock, std::chrono::milliseconds(500),
+                         [&] { return spares.contains(key) || spare_building != key || stopped; });
+    while (!taken) {
+      auto it = spares.find(key);
+      if (it == spares.end()) break;
+      auto sb = std::move(it->second.back());
+      it->second.pop_back();
+      if (it->second.empty()) spares.erase(it);
+      --spare_count;
+      if (sb->closing || sb->helper_gone) {  // its helper died while it waited: the next one
+        broken.push_back(std::move(sb));
+        continue;
+      }
+      sb->spare = false;
+      sb->last_used = Clock::now();
+      taken = std::move(sb);
+    }
+  }
+  for (auto& sb : broken)
+    if (!sb->closing) retire_sandbox(sb, [](CleanupReport) {});
+  return taken;
+}
+
+std::size_t SandboxManager::Impl::spare_cap() const {
+  // Spares never take the last quarter of the server's sandbox slots: a session sandbox or another
+  // policy's fresh exec finds room without waiting for idle spares to be retired.
+  return budget.ceilings().max_sandboxes * 3 / 4;
 }
 
 void SandboxManager::Impl::want_spare(const SandboxPolicy& policy) {
   if (!opt.warm_spares || !spare_eligible(policy) || stopped) return;
+  const std::string key = spare_key(policy);
+  std::size_t ready;
   {
     std::lock_guard lock(mu);
-    if (spares.contains(spare_key(policy))) return;
-    // Marked at once, so a fresh exec arriving before the thread starts waits for this build.
-    if (spare_building.empty()) spare_building = spare_key(policy);
+    ready = spare_count;
+    // Marked at once, so a fresh exec arriving before the thread starts waits for this build
+    // (unless the thread itself is waiting for fresh execs to finish building theirs).
+    if (spare_building.empty() && cold_builds.load() == 0) spare_building = key;
   }
   std::lock_guard lock(spare_mu);
-  for (const auto& queued : spare_jobs)
-    if (spare_key(queued) == spare_key(policy)) return;
+  if (ready + spare_jobs.size() + 1 > spare_cap()) return;
   spare_jobs.push_back(policy);
   if (!spare_thread.joinable()) {
     spare_thread = std::jthread([this](std::stop_token stop) {
+      int retries = 0;
       for (;;) {
         SandboxPolicy job;
         {
           std::unique_lock lk(spare_mu);
           if (!spare_cv.wait(lk, stop, [&] { return !spare_jobs.empty(); })) return;
-          job = std::move(spare_jobs.front());
-          spare_jobs.pop_front();
+          // Not while a fresh exec builds its own: its caller is waiting, a spare's is not yet.
+          while (cold_builds.load() > 0 && !stop.stop_requested())
+            spare_cv.wait_for(lk, stop, std::chrono::milliseconds(20), [&] { return cold_builds.load() == 0; });
+          if (stop.stop_requested()) return;
+          job = spare_jobs.front();  // left queued while it is built: it counts against the cap
         }
         const std::string key = spare_key(job);
         {
           std::lock_guard lock(mu);
           spare_building = key;
         }
-        auto made = make_sandbox(std::move(job), true, stop, Admission::spare);
-        if (!made) {
-          std::lock_guard lock(mu);
-          spare_building.clear();
-          spare_ready.notify_all();
-          continue;  // the next fresh exec builds its own and says why if it fails
-        }
-        std::shared_ptr<Sandbox> extra;
+        auto made = make_sandbox(job, true, stop, Admission::spare);
+        bool closing = false;
         {
           std::lock_guard lock(mu);
           spare_building.clear();
           spare_ready.notify_all();
-          (*made)->spare = true;
-          (*made)->spare_key = key;
-          auto& slot = spares[key];
-          if (slot) extra = *made;
-          else slot = *made;
+          if (made) {
+            (*made)->spare = true;
+            (*made)->spare_key = key;
+            spares[key].push_back(*made);
+            ++spare_count;
+          } else {
+            closing = std::ranges::any_of(sandboxes, [](const auto& e) { return e.second->closing.load(); });
+          }
         }
-        if (extra) retire_sandbox(extra, [](CleanupReport) {});
+        std::unique_lock lk(spare_mu);
+        // After a burst the room is held by its sandboxes until their clean-up ends: try again
+        // while some are closing. Any other failure: the next fresh exec builds its own and says
+        // why if it fails.
+        if (!made && made.error().code == Errc::too_large && closing && retries++ < kRoomRetries) {
+          spare_cv.wait_for(lk, stop, std::chrono::milliseconds(20), [] { return false; });
+          continue;
+        }
+        retries = 0;
+        spare_jobs.pop_front();
       }
     });
   }
@@ -119,6 +156,7 @@ void SandboxManager::Impl::stop_spares() {
   }
   std::lock_guard lock(mu);
   spares.clear();  // still in `sandboxes`: destroyed with the rest
+  spare_count = 0;
 }
 
 void SandboxManager::Impl::retire_old_spares() {
@@ -127,12 +165,13 @@ void SandboxManager::Impl::retire_old_spares() {
     std::lock_guard lock(mu);
     auto now = Clock::now();
     for (auto it = spares.begin(); it != spares.end();) {
-      if (now - it->second->created >= kSpareTtl || it->second->helper_gone) {
-        old.push_back(it->second);
-        it = spares.erase(it);
-      } else {
-        ++it;
-      }
+      std::erase_if(it->second, [&](const std::shared_ptr<Sandbox>& sb) {
+        if (now - sb->created < kSpareTtl && !sb->helper_gone) return false;
+        old.push_back(sb);
+        --spare_count;
+        return true;
+      });
+      it = it->second.empty() ? spares.erase(it) : std::next(it);
     }
   }
   for (auto& sb : old) retire_sandbox(sb, [](CleanupReport) {});
@@ -142,8 +181,9 @@ void SandboxManager::Impl::retire_all_spares() {
   std::vector<std::shared_ptr<Sandbox>> all;
   {
     std::lock_guard lock(mu);
-    for (auto& [key, sb] : spares) all.push_back(sb);
+    for (auto& [key, ready] : spares) all.insert(all.end(), ready.begin(), ready.end());
     spares.clear();
+    spare_count = 0;
   }
   for (auto& sb : all) retire_sandbox(sb, [](CleanupReport) {});
 }

@@ -1,0 +1,133 @@
+// Issue 21's pool of warm spares: every fresh exec that finishes asks for one spare of its policy,
+// so a burst of N fresh execs leaves N spares for the next burst. A spare must be exactly as
+// isolated as a cold sandbox and never carry state from an earlier run: each is used once, starts
+// with an empty /tmp, and is confined and mounted like the cold one. Judged from inside (what a
+// command sees) and from the host (the mount namespaces of the server's idle sandboxes).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
+
+import { callTool, ok, requireSandboxTools, startKiln, waitFor } from './lib.mjs';
+
+const N = 6;
+const LIMITS = { memory_mb: 64, pids: 64 };
+// Which sandbox ran it (its mount namespace, which tells apart sandboxes alive at once, and the
+// start time of its pid 1, since the kernel gives a namespace's number again once it is gone), whether an earlier run's file is in /tmp or /dev/shm, a file left behind, its confinement and its mounts
+// (mount point, options, file system: what a cold and a warm sandbox must share).
+const PROBE = [
+  'echo "$(readlink /proc/self/ns/mnt) $(awk \'{print $22}\' /proc/1/stat)"',
+  'if [ -e /tmp/left-behind ] || [ -e /dev/shm/left-behind ]; then echo "tmp dirty"; else echo "tmp clean"; fi',
+  'echo left > /tmp/left-behind; echo left > /dev/shm/left-behind 2>/dev/null',
+  'grep -E "^(NoNewPrivs|Seccomp|Seccomp_filters|Cap(Inh|Prm|Eff|Bnd|Amb)):" /proc/self/status',
+  'sed -E "s/^[0-9]+ [0-9]+ [0-9]+:[0-9]+ (\\S+) (\\S+) (\\S+).* - (\\S+) .*/mount \\2 \\3 \\4/" /proc/self/mountinfo | sort',
+  'sleep 0.5', // the burst's execs overlap, as parallel test shards would
+].join('; ');
+
+let k;
+before(async () => {
+  k = await startKiln();
+  requireSandboxTools(k);
+});
+after(async () => {
+  await k?.close();
+});
+
+async function probe() {
+  const r = ok(await callTool(k, 'sandbox_exec', { command: PROBE, limits: LIMITS }), 'sandbox_exec');
+  assert.equal(r.exit_code, 0, `probe failed: ${r.stdout}${r.stderr}`);
+  const lines = r.stdout.trim().split('\n');
+  return {
+    ns: lines[0],
+    tmp: lines.find((l) => l.startsWith('tmp ')),
+    shape: lines.slice(2).join('\n'),
+  };
+}
+
+// The sandboxes of the server that run nothing (its spares), each named by the start time of its
+// pid 1 (the process that is 1 in its own pid namespace): a name the host and, in /proc/1/stat,
+// a command inside both read, as root or as a plain user. Spares built within one clock tick share
+// it, so this is a list, one entry per sandbox.
+function idleSandboxes(kilnPid) {
+  const parent = new Map();
+  const start = new Map();
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      parent.set(Number(d), Number(fields[1]));
+      start.set(Number(d), fields[19]); // starttime, field 22 of /proc/PID/stat
+    } catch { /* gone */ }
+  }
+  const under = (pid) => { for (let p = parent.get(pid); p; p = parent.get(p)) if (p === kilnPid) return true; return false; };
+  const starts = [];
+  for (const [pid, t] of start) {
+    if (!under(pid)) continue;
+    try {
+      const nspid = /^NSpid:\s+(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1].trim().split(/\s+/);
+      if (nspid?.length > 1 && nspid.at(-1) === '1') starts.push(t);
+    } catch { /* gone */ }
+  }
+  return starts;
+}
+
+// Once the sandboxes that ran `seen` are cleaned up (a used one kept as a spare never would be),
+// the N new idle sandboxes a burst of N asked for.
+async function sparesAfter(kilnPid, seen) {
+  const ran = new Set([...seen].map((id) => id.split(' ')[1]));
+  let last;
+  const got = await waitFor(() => {
+    last = idleSandboxes(kilnPid);
+    return last.some((t) => ran.has(t)) || last.length < N ? null : last;
+  }, 60000, 200);
+  const used = last.filter((t) => ran.has(t));
+  assert.deepEqual(used, [], 'a sandbox that already ran a command is kept (a spare must never be reused)');
+  assert.ok(got, `after a burst of ${N} the server keeps ${last.length} idle sandboxes, not ${N}`);
+  return got;
+}
+
+test(`a burst of ${N} fresh execs leaves ${N} spares; the next burst runs in them, each once, each without an earlier run's files and confined and mounted like a cold sandbox`, { timeout: 180000 }, async () => {
+  const cold = await probe(); // the server's first sandbox: nothing was warm yet
+  assert.equal(cold.tmp, 'tmp clean');
+  const seen = new Set([cold.ns]);
+  const first = await Promise.all(Array.from({ length: N }, probe));
+  for (const r of first) {
+    assert.equal(r.tmp, 'tmp clean', 'a fresh sandbox holds a file an earlier run left');
+    assert.equal(r.shape, cold.shape, 'a sandbox (warm or cold) differs from the cold one');
+    assert.ok(!seen.has(r.ns), `mount namespace ${r.ns} served two execs`);
+    seen.add(r.ns);
+  }
+  // The burst asked for N spares; they are built while nobody waits.
+  const spares = await sparesAfter(k.pid, seen);
+
+  const second = await Promise.all(Array.from({ length: N }, probe));
+  for (const r of second) {
+    assert.ok(spares.includes(r.ns.split(' ')[1]), `an exec of the second burst ran in ${r.ns}, not in one of the ${N} spares (${spares})`);
+    assert.ok(!seen.has(r.ns), `mount namespace ${r.ns} served two execs`);
+    seen.add(r.ns);
+    assert.equal(r.tmp, 'tmp clean', 'a spare carries a file of an earlier run');
+    assert.equal(r.shape, cold.shape, 'a spare is confined or mounted unlike a cold sandbox');
+  }
+  // The used spares are gone, never handed out again: the next ones are new sandboxes.
+  await sparesAfter(k.pid, seen);
+});
+
+test('spares never take more than three quarters of --max-sandboxes', { timeout: 120000 }, async () => {
+  const ks = await startKiln({ args: ['--max-sandboxes', '4'] });
+  try {
+    requireSandboxTools(ks);
+    const run = async () => ok(await callTool(ks, 'sandbox_exec', { command: 'sleep 0.5', limits: LIMITS }), 'sandbox_exec');
+    await run();
+    await Promise.all(Array.from({ length: 4 }, run)); // four finish: four ask for a spare
+    const three = await waitFor(() => idleSandboxes(ks.pid).length === 3, 30000, 200);
+    assert.ok(three, `idle sandboxes: ${idleSandboxes(ks.pid).length}, expected 3 (3/4 of 4)`);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(idleSandboxes(ks.pid).length, 3, 'a fourth spare was built past the cap');
+    // The room the spares leave is enough for a session sandbox of another policy, at once.
+    const created = ok(await callTool(ks, 'sandbox_create', { limits: LIMITS }), 'sandbox_create');
+    assert.ok(created.sandbox_id);
+  } finally {
+    await ks.close();
+  }
+});
