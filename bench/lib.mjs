@@ -70,6 +70,25 @@ export function machine() {
   return { model, kernel, nproc, ramGb, node: process.version };
 }
 
+// Waits until the machine is quiet (at least 85% of its CPU time idle over 100 ms, at most 15 s),
+// so work left over from one timed section (kiln building its warm spares, a peer's exits being
+// reaped) is not paid for by the next one.
+function cpuTimes() {
+  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return { idle: f[3] + (f[4] ?? 0), total: f.reduce((a, b) => a + b, 0) };
+}
+export async function settle({ idleShare = 0.85, stepMs = 100, maxMs = 15000 } = {}) {
+  const deadline = Date.now() + maxMs;
+  let prev = cpuTimes();
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, stepMs));
+    const now = cpuTimes();
+    const total = now.total - prev.total;
+    if (total > 0 && (now.idle - prev.idle) / total >= idleShare) return;
+    prev = now;
+  }
+}
+
 export const loadAvg = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
 
 // `bwrap` with the host's system folders read-only, a private /tmp, /proc and /dev, all namespaces

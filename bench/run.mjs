@@ -17,7 +17,7 @@
 //     sandbox_exec in a 10k-file workspace
 // Environment: KILN_BIN (the binary), KILN_BUILD (build folder, holds the generated search trees),
 // BENCH_QUICK=1 (fewer runs, no 1M-file tree: minutes, for development), BENCH_ONLY=peers|sandbox|
-// scaling|serve|services|apps|egress|checkpoints (print those figures only; REPORT.md is not written; checkpoints
+// conc|scaling|serve|services|apps|egress|checkpoints (print those figures only; REPORT.md is not written; checkpoints
 // also writes its REPORT.md section to KILN_BUILD/bench-checkpoints.md), BENCH_SEARCH_SIZES=10000,100000
 // (override the search tree sizes), BENCH_CHECKPOINT_SIZES=10000,100000 (the checkpoint tree sizes).
 import { spawnSync } from 'node:child_process';
@@ -29,7 +29,7 @@ import { benchDir, fmt, loadAvg, machine, mdTable, nowMs, printTable, quick, rat
 import { DC, DC_ENV_NOTE, fileTools, OPS, peerVersions, runCommand, SF, startup, startupTarget } from './peers.mjs';
 import { plotScaling } from './plot.mjs';
 import { N_SANDBOX, N_SRT, sandboxStartup, sandboxTable, SB_TARGETS, srtPkg } from './sandbox_start.mjs';
-import { CONC_MEMORY_MB, concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.mjs';
+import { CONC_MEMORY_MB, CONC_PIDS, concurrency, fmtBytes, outputScaling, searchScaling } from './scaling.mjs';
 import { serveBench, serveTable, SERVE_TARGETS } from './serve.mjs';
 import { servicesBench, servicesTable, SERVICE_TARGETS } from './services.mjs';
 import { appsBench, appsTable, APPS_TARGETS } from './apps.mjs';
@@ -88,9 +88,11 @@ const ratioTarget = (kiln, peer, limit, what) => (kiln === undefined || peer ===
   ? `<= ${limit}x ${what} (no figure)` : `<= ${limit}x ${what} ${kiln / peer <= limit ? 'met' : 'NOT met'}`);
 
 function concTable(c) {
-  const header = ['sandboxes at once', 'kiln wall', 'kiln per sandbox', 'bwrap wall', 'bwrap per sandbox', 'ratio kiln/bwrap', 'fork/exec wall', 'runs', 'target'];
+  const header = ['sandboxes at once', 'kiln wall', 'kiln per sandbox', 'bwrap wall', 'bwrap per sandbox', 'ratio kiln/bwrap',
+    'kiln cold (first burst)', 'ratio cold/bwrap', 'fork/exec wall', 'runs', 'target'];
   const table = c.rows.map((r) => [String(r.n), fmt(r.kiln, 'ms'), fmt(r.kiln / r.n, 'ms'), fmt(r.bwrap, 'ms'),
-    r.bwrap === undefined ? '-' : fmt(r.bwrap / r.n, 'ms'), ratio(r.kiln, r.bwrap), fmt(r.fork, 'ms'), String(r.runs),
+    r.bwrap === undefined ? '-' : fmt(r.bwrap / r.n, 'ms'), ratio(r.kiln, r.bwrap), fmt(r.cold, 'ms'), ratio(r.cold, r.bwrap),
+    fmt(r.fork, 'ms'), String(r.runs),
     r.n === 100 ? ratioTarget(r.kiln, r.bwrap, CONC_TARGET, 'bwrap') : '']);
   const row = c.rows.find((r) => r.n === 100);
   return { header, table, targets: row ? [{ what: '100 fresh sandboxes at once vs 100 bwrap', text: ratioTarget(row.kiln, row.bwrap, CONC_TARGET, 'bwrap') }] : [] };
@@ -150,6 +152,7 @@ async function main() {
   if (ONLY) {
     if (ONLY === 'peers') { const p = await peersPart(); show('MCP servers:', p); }
     if (ONLY === 'sandbox') { const sb = sandboxTable(await sandboxStartup(copySample('kiln-bench-ws-'))); show('sandbox start-up:', sb, sb.notes); }
+    if (ONLY === 'conc') { const c = await concurrency(CONC, concRuns); show('concurrent sandboxes:', concTable(c), c.notes); }
     if (ONLY === 'scaling') {
       const s = await scalingPart();
       show('search:', searchTable(s.search), s.search.notes);
@@ -294,13 +297,19 @@ async function main() {
     ...mdTable(ct.header, ct.table),
     '',
     ...s.conc.notes.map((n) => `- ${n}`),
-    `- kiln: N \`sandbox_exec {command: ["/bin/true"], limits: {memory_mb: ${CONC_MEMORY_MB}}}\` calls in flight at once on one MCP`,
-    '  session (SDK client), each a fresh strict sandbox; wall time from the first request to the last answer.',
-    `  ${CONC_MEMORY_MB} MiB each, because the server admits sandboxes while the sum of their memory limits fits its`,
-    "  ceiling (the machine's RAM): with the default 2 GiB about a dozen run at once and the rest queue.",
+    `- kiln: N \`sandbox_exec {command: ["/bin/true"], limits: {memory_mb: ${CONC_MEMORY_MB}, pids: ${CONC_PIDS}}}\` calls in flight at once`,
+    '  on one MCP session (SDK client), each a fresh strict sandbox; wall time from the first request to the last answer.',
+    `  ${CONC_MEMORY_MB} MiB and ${CONC_PIDS} processes each, because the server admits sandboxes while the sums of their limits fit`,
+    "  its ceilings (the machine's RAM, half the kernel's pid limit): with the defaults (2 GiB, 1024) only a dozen or so run at",
+    '  once and the rest queue.',
     '  bwrap: N `bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp',
     '  --bind WS WS /bin/true` spawned at once; fork/exec: N plain `/bin/true`. Interleaved per run, one',
     '  kiln warm-up exec first. "per sandbox" is wall / N.',
+    '- Warm spares: every fresh exec that finishes asks for one spare sandbox of its policy, built in the background, so a',
+    '  burst of N leaves N spares (at most 3/4 of `--max-sandboxes`, 96 by default) for the next burst of the same policy.',
+    '  For each N the first burst, "kiln cold", is kept out of the median: it finds only the spares of the smaller bursts',
+    '  before it; "kiln wall" is the median of the bursts after it. Before every timed burst, of every side,',
+    '  the bench waits for the machine to be idle (85% idle over 100 ms), so no side pays for the spares kiln builds.',
     '',
     '### Command output: 1 MB, 100 MB, 1 GB on stdout',
     '',

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { connectClient, copySample, generateTree, tempDir } from '../tests/lib/kiln.mjs';
-import { bwrapArgv, median, nowMs, onPath, rssKb, runExternal } from './lib.mjs';
+import { bwrapArgv, median, nowMs, onPath, rssKb, runExternal, settle } from './lib.mjs';
 
 const NEEDLE_EVERY = 500;
 const timeoutOpts = (ms) => ({ timeout: ms, resetTimeoutOnProgress: true, maxTotalTimeout: ms });
@@ -98,34 +98,50 @@ function spawnMany(argv, n, cwd) {
 
 // N sandbox_exec of /bin/true in flight at once on one kiln session (each a fresh strict
 // sandbox), against N bwrap and N plain /bin/true started at once.
+//
+// kiln keeps warm spares: every fresh exec that finishes asks for one sandbox of its policy, built
+// in the background, so a burst of N leaves N spares (up to 3/4 of --max-sandboxes) for the next
+// burst. For each N one untimed burst comes first; the first timed burst after the previous size
+// is shown apart as "kiln cold" (it finds only the spares the smaller bursts left). Before every
+// timed burst, of every side, the machine is left to settle (settle() below), so no side pays for
+// the spares kiln builds after its own burst.
 export const CONC_MEMORY_MB = 128;
+export const CONC_PIDS = 64;
 export async function concurrency(Ns, runsFor) {
   const ws = copySample('kiln-bench-conc-ws-');
-  const rows = Ns.map((n) => ({ n, kiln: [], bwrap: [], fork: [], runs: runsFor(n) }));
+  const rows = Ns.map((n) => ({ n, kiln: [], cold: undefined, bwrap: [], fork: [], runs: runsFor(n) }));
   const haveBwrap = onPath('bwrap') && !runExternal(bwrapArgv(ws, ['/bin/true']), ws).error;
   const c = await connectClient({ args: ['--workspace', ws], name: 'kiln-bench' });
   try {
-    // 128 MiB each: with the default 2 GiB the server's memory ceiling (the machine's RAM, the sum
-    // of live sandboxes' limits: SANDBOX_CASES 36) would admit only a dozen at once, and the row
-    // would measure that queue rather than 100 sandboxes side by side.
+    // 128 MiB and 64 processes each: with the defaults (2 GiB, 1024) the server's ceilings (the
+    // machine's RAM, half the kernel's pid limit, the sums of live sandboxes' limits: SANDBOX_CASES
+    // 36) would admit only a dozen at once, and the row would measure that queue rather than 100
+    // sandboxes side by side.
     const exec = async () => {
-      const r = await c.client.callTool({ name: 'sandbox_exec', arguments: { command: ['/bin/true'], limits: { memory_mb: CONC_MEMORY_MB } } }, undefined, timeoutOpts(300000));
+      const r = await c.client.callTool({ name: 'sandbox_exec', arguments: { command: ['/bin/true'], limits: { memory_mb: CONC_MEMORY_MB, pids: CONC_PIDS } } }, undefined, timeoutOpts(300000));
       const sc = r.structuredContent;
       if (r.isError || sc?.exit_code !== 0) throw new Error(`sandbox_exec: ${JSON.stringify(r).slice(0, 400)}`);
     };
+    const burst = async (n) => {
+      await settle();
+      const t0 = nowMs();
+      await Promise.all(Array.from({ length: n }, exec));
+      return nowMs() - t0;
+    };
     await exec(); // warm-up
     for (const row of rows) {
+      row.cold = await burst(row.n);
       for (let i = 0; i < row.runs; i++) {
         // Interleaved, so a noisy neighbour hits each setup alike.
-        let t0 = nowMs();
-        await Promise.all(Array.from({ length: row.n }, exec));
-        row.kiln.push(nowMs() - t0);
+        row.kiln.push(await burst(row.n));
         if (haveBwrap) {
-          t0 = nowMs();
+          await settle();
+          const t0 = nowMs();
           await spawnMany(bwrapArgv(ws, ['/bin/true']), row.n, ws);
           row.bwrap.push(nowMs() - t0);
         }
-        t0 = nowMs();
+        await settle();
+        const t0 = nowMs();
         await spawnMany(['/bin/true'], row.n, ws);
         row.fork.push(nowMs() - t0);
       }
