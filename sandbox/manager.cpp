@@ -159,8 +159,12 @@ std::shared_ptr<Run> SandboxManager::Impl::find_run_of(const std::string& id, co
 }
 
 std::shared_ptr<Sandbox> SandboxManager::Impl::find_sandbox_of(const std::string& id, const std::string& owner) const {
-  auto sb = find_sandbox(id);
-  return sb && sb->policy.owner == owner ? sb : nullptr;
+  std::lock_guard lock(mu);
+  auto it = sandboxes.find(id);
+  // An idle spare is nobody's sandbox yet: addressed by its id, an exec would run in it and leave
+  // its traces for the fresh exec that takes it next.
+  if (it == sandboxes.end() || it->second->spare || it->second->policy.owner != owner) return nullptr;
+  return it->second;
 }
 
 namespace {
@@ -383,6 +387,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Impl::make_sandbox(SandboxPolic
     if (ident) {
       spec["workspace_dev"] = ident->dev;
       spec["workspace_ino"] = ident->ino;
+      sb->workspace = *ident;
     }
     auto started = ident ? start_helper(opt.helper_path, spec, stop, std::chrono::seconds(20), zygote.get())
                          : Result<HelperStart>(std::unexpected(ident.error()));

@@ -26,6 +26,7 @@
 #include "sandbox/helper_zygote.h"
 #include "sandbox/manager.h"
 #include "sandbox/output_spool.h"
+#include "sandbox/policy.h"
 #include "sandbox/redactor.h"
 #include "sandbox/secrets.h"
 
@@ -45,6 +46,7 @@ struct Sandbox {
   bool fresh = false;        // one exec, destroyed after it
   bool spare = false;        // a warm fresh sandbox nobody has taken yet (under Impl::mu)
   std::string spare_key;     // the policy fingerprint it was made for
+  FolderIdentity workspace;  // the workspace folder bound in when it was built (a spare checks it when taken)
   std::optional<SandboxPolicy> respawn;  // fresh: the policy to warm the next spare with, once done
   bool unsandboxed = false;  // isolation "none": plain children, no helper
   std::shared_ptr<const Redactor> redactor;
@@ -164,10 +166,11 @@ struct SandboxManager::Impl : std::enable_shared_from_this<SandboxManager::Impl>
   std::deque<SandboxPolicy> spare_jobs;        // under spare_mu
   std::map<std::string, std::vector<std::shared_ptr<Sandbox>>> spares;  // ready, by policy key, under mu
   std::size_t spare_count = 0;                // ready spares of all keys, under mu
-  std::string spare_building;                 // key being built now, under mu
+  std::string spare_building;                 // key the thread is building now, under mu
   std::condition_variable spare_ready;        // with mu: a build ended
   std::atomic<int> cold_builds{0};            // fresh execs building their own sandbox now
-  std::jthread spare_thread;
+  std::jthread spare_thread;                  // under spare_mu
+  bool spares_stopped = false;                // under spare_mu: no thread is started again
   std::shared_ptr<Sandbox> take_spare(const SandboxPolicy& policy);
   void want_spare(const SandboxPolicy& policy);
   std::size_t spare_cap() const;  // ready and queued spares of all policies together

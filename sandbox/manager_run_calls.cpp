@@ -30,9 +30,10 @@ using nlohmann::json;
 
 namespace {
 
+// `spares`: whether a warm spare may be taken (not on the retry after a spare that failed).
 Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const std::string& id,
                                               const SandboxPolicy* fresh, const std::string& owner,
-                                              std::stop_token stop) {
+                                              std::stop_token stop, bool spares = true) {
   if (!id.empty()) {
     auto sb = impl.find_sandbox_of(id, owner);
     if (!sb || sb->closing)
@@ -45,7 +46,7 @@ Result<std::shared_ptr<Sandbox>> pick_sandbox(SandboxManager::Impl& impl, const 
   if (fresh->owner != owner) return fail(Errc::internal, "a fresh sandbox's policy names another owner than the request");
   // Once this exec is done (not now: building competes with it for the CPU), a spare is warmed
   // for the next fresh exec with this policy.
-  if (auto sb = impl.take_spare(*fresh)) {
+  if (auto sb = spares ? impl.take_spare(*fresh) : nullptr) {
     sb->respawn = *fresh;
     return sb;
   }
@@ -74,7 +75,17 @@ Result<Launched> pick_and_launch(SandboxManager& manager, SandboxManager::Impl& 
                                  const SandboxPolicy* fresh, ExecRequest req, std::stop_token stop) {
   auto sb = pick_sandbox(impl, id, fresh, req.owner, stop);
   if (!sb) return std::unexpected(sb.error());
+  // A spare whose helper died a moment ago (not yet noticed when it was taken) refuses the run as
+  // gone: the caller never knew that sandbox, so its request goes to a cold one instead.
+  std::optional<ExecRequest> again;
+  if (id.empty()) again = req;
   auto run = impl.launch(*sb, std::move(req));
+  if (!run && id.empty() && run.error().code == Errc::not_found) {
+    (void)manager.destroy((*sb)->policy.owner, (*sb)->id);
+    sb = pick_sandbox(impl, id, fresh, again->owner, stop, false);
+    if (!sb) return std::unexpected(sb.error());
+    run = impl.launch(*sb, std::move(*again));
+  }
   if (!run) {
     if ((*sb)->fresh) (void)manager.destroy((*sb)->policy.owner, (*sb)->id);
     return std::unexpected(run.error());

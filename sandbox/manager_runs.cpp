@@ -259,7 +259,7 @@ Result<std::shared_ptr<Run>> SandboxManager::Impl::launch(const std::shared_ptr<
                                            "a file in the workspace and run that, or pass data through stdin",
                                            m.dump().size())};
         else
-          *setup_error = Error{Errc::io, fmt::format("sandbox {} stopped answering (its helper is gone)", sb->id)};
+          *setup_error = Error{Errc::not_found, fmt::format("sandbox {} stopped answering (its helper is gone)", sb->id)};
         return 0;
       }
     }

@@ -45,22 +45,32 @@ bool spare_eligible(const SandboxPolicy& p) {
 std::shared_ptr<Sandbox> SandboxManager::Impl::take_spare(const SandboxPolicy& policy) {
   if (!spare_eligible(policy)) return nullptr;
   const std::string key = spare_key(policy);
+  // The spares hold the workspace folder that was at its path when they were built: if another
+  // folder is there now (moved away, deleted and made again), they all show the old one.
+  auto now_there = workspace_identity(policy.workspace_root);
   std::shared_ptr<Sandbox> taken;
-  std::vector<std::shared_ptr<Sandbox>> broken;
+  std::vector<std::shared_ptr<Sandbox>> unusable;
   {
     std::unique_lock lock(mu);
     // A spare of this policy half built is nearer than a new one: wait for it (briefly).
     spare_ready.wait_for(lock, std::chrono::milliseconds(500),
                          [&] { return spares.contains(key) || spare_building != key || stopped; });
+    auto it = spares.find(key);
+    if (it != spares.end() && (!now_there || now_there->dev != it->second.back()->workspace.dev ||
+                               now_there->ino != it->second.back()->workspace.ino)) {
+      unusable = std::move(it->second);
+      spare_count -= unusable.size();
+      spares.erase(it);
+    }
     while (!taken) {
-      auto it = spares.find(key);
+      it = spares.find(key);
       if (it == spares.end()) break;
       auto sb = std::move(it->second.back());
       it->second.pop_back();
       if (it->second.empty()) spares.erase(it);
       --spare_count;
       if (sb->closing || sb->helper_gone) {  // its helper died while it waited: the next one
-        broken.push_back(std::move(sb));
+        unusable.push_back(std::move(sb));
         continue;
       }
       sb->spare = false;
@@ -68,7 +78,7 @@ std::shared_ptr<Sandbox> SandboxManager::Impl::take_spare(const SandboxPolicy& p
       taken = std::move(sb);
     }
   }
-  for (auto& sb : broken)
+  for (auto& sb : unusable)
     if (!sb->closing) retire_sandbox(sb, [](CleanupReport) {});
   return taken;
 }
@@ -81,17 +91,13 @@ std::size_t SandboxManager::Impl::spare_cap() const {
 
 void SandboxManager::Impl::want_spare(const SandboxPolicy& policy) {
   if (!opt.warm_spares || !spare_eligible(policy) || stopped) return;
-  const std::string key = spare_key(policy);
   std::size_t ready;
   {
     std::lock_guard lock(mu);
     ready = spare_count;
-    // Marked at once, so a fresh exec arriving before the thread starts waits for this build
-    // (unless the thread itself is waiting for fresh execs to finish building theirs).
-    if (spare_building.empty() && cold_builds.load() == 0) spare_building = key;
   }
   std::lock_guard lock(spare_mu);
-  if (ready + spare_jobs.size() + 1 > spare_cap()) return;
+  if (spares_stopped || ready + spare_jobs.size() + 1 > spare_cap()) return;
   spare_jobs.push_back(policy);
   if (!spare_thread.joinable()) {
     spare_thread = std::jthread([this](std::stop_token stop) {
@@ -136,7 +142,7 @@ void SandboxManager::Impl::want_spare(const SandboxPolicy& policy) {
           continue;
         }
         retries = 0;
-        spare_jobs.pop_front();
+        if (!spare_jobs.empty()) spare_jobs.pop_front();
       }
     });
   }
@@ -149,10 +155,16 @@ void SandboxManager::Impl::stop_spares() {
     spare_building.clear();
     spare_ready.notify_all();
   }
-  if (spare_thread.joinable()) {
-    spare_thread.request_stop();
+  std::jthread thread;
+  {
+    std::lock_guard lock(spare_mu);
+    spares_stopped = true;  // the queue stays: the thread pops the job it is building when done
+    thread = std::move(spare_thread);
+  }
+  if (thread.joinable()) {
+    thread.request_stop();
     spare_cv.notify_all();
-    spare_thread.join();
+    thread.join();
   }
   std::lock_guard lock(mu);
   spares.clear();  // still in `sandboxes`: destroyed with the rest

@@ -3,6 +3,7 @@
 // Every refusal answers with a status and a body naming the rule, and lands in the run's log.
 #include "sandbox/egress/egress_proxy.h"
 
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include "core/unique_fd.h"
 #include "sandbox/egress/client_hello.h"
 #include "sandbox/egress/proxy_request.h"
 
@@ -316,8 +318,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (log_) index_ = log_->add(entry_);
     logged_ = true;
     if (index_ == std::string::npos) log_.reset();  // past the log's cap: the totals were counted at add
-    up_.buf.resize(64 * 1024);
-    down_.buf.resize(64 * 1024);
+    spliced_ = open_pipes();
+    if (!spliced_) {  // no descriptors left for pipes: copy through Kiln instead
+      up_.buf.resize(64 * 1024);
+      down_.buf.resize(64 * 1024);
+    }
     if (!first_up.empty()) {
       auto data = std::make_shared<std::string>(std::move(first_up));
       asio::async_write(upstream_, asio::buffer(*data),
@@ -332,34 +337,107 @@ class Connection : public std::enable_shared_from_this<Connection> {
     pump(false);
   }
 
+  // A relay direction moves bytes socket -> pipe -> socket with splice(2): the kernel hands the
+  // pages on without copying them into Kiln and out again (the extra hop is most of a relay's cost).
   struct Pump {
-    std::vector<char> buf;
+    UniqueFd pipe_r, pipe_w;
+    std::size_t in_pipe = 0;  // bytes read from `from` not yet written to `to`
+    std::vector<char> buf;    // without pipes: the copy's buffer
     bool done = false;
   };
+  static constexpr std::size_t kPipeBytes = 1 << 20;
+
+  // False when the process is out of descriptors (or its pipe quota): the relay then copies.
+  bool open_pipes() {
+    for (Pump* p : {&up_, &down_}) {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+      p->pipe_r = UniqueFd(fds[0]);
+      p->pipe_w = UniqueFd(fds[1]);
+      // A bigger pipe moves more per wake-up; refused past the user's pipe quota, the default is fine.
+      ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(kPipeBytes));
+    }
+    boost::system::error_code ec;
+    client_.native_non_blocking(true, ec);
+    if (!ec) upstream_.native_non_blocking(true, ec);
+    return !ec;
+  }
 
   // up: client -> upstream; down: upstream -> client. EOF on one side half-closes the other.
   void pump(bool up) {
+    if (!spliced_) return copy(up);
+    tcp::socket& from = up ? client_ : upstream_;
+    from.async_wait(tcp::socket::wait_read, [self = shared_from_this(), up](const boost::system::error_code& ec) {
+      if (ec) return self->close();
+      self->fill(up);
+    });
+  }
+
+  void fill(bool up) {
+    tcp::socket& from = up ? client_ : upstream_;
+    Pump& p = up ? up_ : down_;
+    const ssize_t n = ::splice(from.native_handle(), nullptr, p.pipe_w.get(), nullptr, kPipeBytes,
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) {
+      p.in_pipe = static_cast<std::size_t>(n);
+      return drain(up);
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return pump(up);
+    if (n < 0) return close();
+    end_of(up);
+  }
+
+  void end_of(bool up) {
+    tcp::socket& to = up ? upstream_ : client_;
+    boost::system::error_code ignore;
+    to.shutdown(tcp::socket::shutdown_send, ignore);
+    (up ? up_ : down_).done = true;
+    if (up_.done && down_.done) close();
+  }
+
+  void copy(bool up) {
     tcp::socket& from = up ? client_ : upstream_;
     Pump& p = up ? up_ : down_;
     from.async_read_some(asio::buffer(p.buf), [self = shared_from_this(), up](const boost::system::error_code& ec, std::size_t n) {
+      if (ec == asio::error::eof) return self->end_of(up);
+      if (ec) return self->close();
       tcp::socket& to = up ? self->upstream_ : self->client_;
       Pump& p = up ? self->up_ : self->down_;
-      if (ec) {
-        boost::system::error_code ignore;
-        if (ec == asio::error::eof) to.shutdown(tcp::socket::shutdown_send, ignore);
-        else self->close();
-        p.done = true;
-        if (self->up_.done && self->down_.done) self->close();
-        return;
-      }
       asio::async_write(to, asio::buffer(p.buf.data(), n), [self, up](const boost::system::error_code& wec, std::size_t w) {
         (up ? self->bytes_up_ : self->bytes_down_) += w;
-        // Counted as they go, so a run that ends while its connection is still closing has them.
-        if (self->log_ && !self->closed_) self->log_->update(self->index_, self->bytes_up_, self->bytes_down_, "", true);
         if (wec) return self->close();
+        self->counted();
         self->pump(up);
       });
     });
+  }
+
+  // Counted as they go, so a run that ends while its connection is still closing has them.
+  void counted() {
+    if (log_ && !closed_) log_->update(index_, bytes_up_, bytes_down_, "", true);
+  }
+
+  void drain(bool up) {
+    tcp::socket& to = up ? upstream_ : client_;
+    Pump& p = up ? up_ : down_;
+    while (p.in_pipe > 0) {
+      const ssize_t w = ::splice(p.pipe_r.get(), nullptr, to.native_handle(), nullptr, p.in_pipe,
+                                 SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (w > 0) {
+        p.in_pipe -= static_cast<std::size_t>(w);
+        (up ? bytes_up_ : bytes_down_) += static_cast<std::uint64_t>(w);
+        continue;
+      }
+      if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return to.async_wait(tcp::socket::wait_write, [self = shared_from_this(), up](const boost::system::error_code& ec) {
+          if (ec) return self->close();
+          self->drain(up);
+        });
+      }
+      return close();
+    }
+    counted();
+    pump(up);
   }
 
   void answer(int status, const std::string& body) {
@@ -424,6 +502,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string last_error_;
   std::string hello_;
   Pump up_, down_;
+  bool spliced_ = false;
   std::uint64_t bytes_up_ = 0, bytes_down_ = 0;
   std::size_t index_ = std::string::npos;
   bool logged_ = false;

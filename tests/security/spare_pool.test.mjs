@@ -6,9 +6,10 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { callTool, ok, requireSandboxTools, startKiln, waitFor } from './lib.mjs';
+import { callTool, errorText, kilnCgroupDirs, ok, requireSandboxTools, startKiln, waitFor } from './lib.mjs';
 
 const N = 6;
 const LIMITS = { memory_mb: 64, pids: 64 };
@@ -33,8 +34,8 @@ after(async () => {
   await k?.close();
 });
 
-async function probe() {
-  const r = ok(await callTool(k, 'sandbox_exec', { command: PROBE, limits: LIMITS }), 'sandbox_exec');
+async function probe(kiln = k) {
+  const r = ok(await callTool(kiln, 'sandbox_exec', { command: PROBE, limits: LIMITS }), 'sandbox_exec');
   assert.equal(r.exit_code, 0, `probe failed: ${r.stdout}${r.stderr}`);
   const lines = r.stdout.trim().split('\n');
   return {
@@ -49,6 +50,11 @@ async function probe() {
 // a command inside both read, as root or as a plain user. Spares built within one clock tick share
 // it, so this is a list, one entry per sandbox.
 function idleSandboxes(kilnPid) {
+  return idlePid1s(kilnPid, true);
+}
+
+// The host pids of those sandboxes' pid 1 (or, with `starts`, their start times).
+function idlePid1s(kilnPid, starts = false) {
   const parent = new Map();
   const start = new Map();
   for (const d of fs.readdirSync('/proc')) {
@@ -61,15 +67,15 @@ function idleSandboxes(kilnPid) {
     } catch { /* gone */ }
   }
   const under = (pid) => { for (let p = parent.get(pid); p; p = parent.get(p)) if (p === kilnPid) return true; return false; };
-  const starts = [];
+  const found = [];
   for (const [pid, t] of start) {
     if (!under(pid)) continue;
     try {
       const nspid = /^NSpid:\s+(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1].trim().split(/\s+/);
-      if (nspid?.length > 1 && nspid.at(-1) === '1') starts.push(t);
+      if (nspid?.length > 1 && nspid.at(-1) === '1') found.push(starts ? t : pid);
     } catch { /* gone */ }
   }
-  return starts;
+  return found;
 }
 
 // Once the sandboxes that ran `seen` are cleaned up (a used one kept as a spare never would be),
@@ -127,6 +133,67 @@ test('spares never take more than three quarters of --max-sandboxes', { timeout:
     // The room the spares leave is enough for a session sandbox of another policy, at once.
     const created = ok(await callTool(ks, 'sandbox_create', { limits: LIMITS }), 'sandbox_create');
     assert.ok(created.sandbox_id);
+  } finally {
+    await ks.close();
+  }
+});
+
+// The red team's findings on the pool, each a test.
+
+test('an idle spare cannot be addressed by its id: sandbox_exec and sandbox_destroy answer as for an unknown id, and the next fresh exec starts clean', { timeout: 120000 }, async (t) => {
+  const ks = await startKiln();
+  try {
+    requireSandboxTools(ks);
+    await probe(ks);
+    await waitFor(() => idleSandboxes(ks.pid).length >= 1, 30000, 100);
+    // The only place a spare's id shows: its cgroup folder's name (when Kiln has cgroups here).
+    const ids = [...new Set(kilnCgroupDirs(`.o${ks.pid}-`).map((d) => /\/(sb_[0-9a-f]+)\.o/.exec(d)?.[1]).filter(Boolean))];
+    if (!ids.length) return t.skip('no cgroup folders of this kiln: a spare\'s id cannot be learnt here, so there is nothing to address');
+    for (const id of ids) {
+      const r = await callTool(ks, 'sandbox_exec', { sandbox_id: id, command: 'echo planted > /tmp/planted; sleep 30', background: true });
+      assert.ok(r.isError, `sandbox_exec with an idle spare's id ${id} was accepted: ${JSON.stringify(r.structuredContent)}`);
+      assert.match(errorText(r), /no live sandbox/);
+      const d = await callTool(ks, 'sandbox_destroy', { sandbox_id: id });
+      assert.ok(d.isError, `sandbox_destroy of an idle spare ${id} was accepted`);
+    }
+    const next = await probe(ks);
+    assert.equal(next.tmp, 'tmp clean');
+  } finally {
+    await ks.close();
+  }
+});
+
+test('spares built before the workspace folder was replaced are not used: a fresh exec runs in the folder now at the path', { timeout: 120000 }, async () => {
+  const ks = await startKiln();
+  try {
+    requireSandboxTools(ks);
+    fs.writeFileSync(path.join(ks.ws, 'which'), 'OLD\n');
+    ok(await callTool(ks, 'sandbox_exec', { command: 'true', limits: LIMITS }), 'sandbox_exec');
+    await waitFor(() => idleSandboxes(ks.pid).length >= 1, 30000, 100);
+    fs.renameSync(ks.ws, `${ks.ws}.old`);
+    fs.mkdirSync(ks.ws);
+    fs.writeFileSync(path.join(ks.ws, 'which'), 'NEW\n');
+    const r = ok(await callTool(ks, 'sandbox_exec', { command: 'cat which; echo out > out.txt', limits: LIMITS }), 'sandbox_exec');
+    assert.equal(r.exit_code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'NEW', 'the exec ran in the folder that was moved away');
+    assert.ok(fs.existsSync(path.join(ks.ws, 'out.txt')), 'the file went elsewhere than the workspace');
+    assert.ok(!fs.existsSync(path.join(`${ks.ws}.old`, 'out.txt')), 'the exec wrote into the moved-away folder');
+  } finally {
+    await ks.close();
+  }
+});
+
+test('a spare whose pid 1 was killed a moment before it is taken: the fresh exec runs in a new sandbox instead of failing', { timeout: 120000 }, async () => {
+  const ks = await startKiln();
+  try {
+    requireSandboxTools(ks);
+    const run = async () => ok(await callTool(ks, 'sandbox_exec', { command: 'echo ran', limits: LIMITS }), 'sandbox_exec');
+    await Promise.all(Array.from({ length: 4 }, run));
+    await waitFor(() => idleSandboxes(ks.pid).length >= 4, 30000, 100);
+    const pids = idlePid1s(ks.pid);
+    for (const pid of pids) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    const results = await Promise.all(Array.from({ length: 4 }, run));
+    for (const r of results) assert.equal(r.stdout.trim(), 'ran', `${r.stdout}${r.stderr}`);
   } finally {
     await ks.close();
   }
