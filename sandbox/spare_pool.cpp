@@ -55,21 +55,16 @@ std::shared_ptr<Sandbox> SandboxManager::Impl::take_spare(const SandboxPolicy& p
     // A spare of this policy half built is nearer than a new one: wait for it (briefly).
     spare_ready.wait_for(lock, std::chrono::milliseconds(500),
                          [&] { return spares.contains(key) || spare_building != key || stopped; });
-    auto it = spares.find(key);
-    if (it != spares.end() && (!now_there || now_there->dev != it->second.back()->workspace.dev ||
-                               now_there->ino != it->second.back()->workspace.ino)) {
-      unusable = std::move(it->second);
-      spare_count -= unusable.size();
-      spares.erase(it);
-    }
     while (!taken) {
-      it = spares.find(key);
+      auto it = spares.find(key);
       if (it == spares.end()) break;
       auto sb = std::move(it->second.back());
       it->second.pop_back();
       if (it->second.empty()) spares.erase(it);
       --spare_count;
-      if (sb->closing || sb->helper_gone) {  // its helper died while it waited: the next one
+      // Its helper died while it waited, or it shows a folder no longer at the path: the next one.
+      if (sb->closing || sb->helper_gone || !now_there || now_there->dev != sb->workspace.dev ||
+          now_there->ino != sb->workspace.ino) {
         unusable.push_back(std::move(sb));
         continue;
       }
@@ -167,7 +162,11 @@ void SandboxManager::Impl::stop_spares() {
     thread.join();
   }
   std::lock_guard lock(mu);
-  spares.clear();  // still in `sandboxes`: destroyed with the rest
+  // Still in `sandboxes`: destroyed with the rest, which destroy() finds only once they are no
+  // longer idle spares (nobody can address an idle spare).
+  for (auto& [key, ready] : spares)
+    for (auto& sb : ready) sb->spare = false;
+  spares.clear();
   spare_count = 0;
 }
 

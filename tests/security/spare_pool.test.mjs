@@ -192,6 +192,15 @@ test('a spare whose pid 1 was killed a moment before it is taken: the fresh exec
     await waitFor(() => idleSandboxes(ks.pid).length >= 4, 30000, 100);
     const pids = idlePid1s(ks.pid);
     for (const pid of pids) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    // Dead (its sockets closed), whether or not Kiln has noticed yet. An exec request written in the
+    // instant before the socket closes is lost with the process: that run ends killed, not retried.
+    const dead = (pid) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+        return /^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+      } catch { return true; }
+    };
+    await waitFor(() => pids.every(dead), 5000, 5);
     const results = await Promise.all(Array.from({ length: 4 }, run));
     for (const r of results) assert.equal(r.stdout.trim(), 'ran', `${r.stdout}${r.stderr}`);
   } finally {

@@ -87,7 +87,8 @@ struct RawZygote {
   ~RawZygote() {
     sock.reset();
     int st;
-    ::waitpid(pid, &st, 0);
+    // Not waitpid(-1): that waits for any child of the test process, such as another test's zygote.
+    if (pid > 0) ::waitpid(pid, &st, 0);
   }
   void send(const char* word, const std::vector<int>& fds) { REQUIRE(send_message(sock.get(), word, fds)); }
   // The reply's text, and its fd (if any) in `fd`.
