@@ -4,7 +4,6 @@
 // with an empty /tmp, and is confined and mounted like the cold one. Judged from inside (what a
 // command sees) and from the host (the mount namespaces of the server's idle sandboxes).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -93,6 +92,17 @@ async function sparesAfter(kilnPid, seen) {
   return got;
 }
 
+// A server of the test's own (its own spares and ceilings), closed whatever happens.
+async function withOwnKiln(options, fn) {
+  const ks = await startKiln(options);
+  try {
+    requireSandboxTools(ks);
+    return await fn(ks);
+  } finally {
+    await ks.close();
+  }
+}
+
 test(`a burst of ${N} fresh execs leaves ${N} spares; the next burst runs in them, each once, each without an earlier run's files and confined and mounted like a cold sandbox`, { timeout: 180000 }, async () => {
   const cold = await probe(); // the server's first sandbox: nothing was warm yet
   assert.equal(cold.tmp, 'tmp clean');
@@ -120,9 +130,7 @@ test(`a burst of ${N} fresh execs leaves ${N} spares; the next burst runs in the
 });
 
 test('spares never take more than three quarters of --max-sandboxes', { timeout: 120000 }, async () => {
-  const ks = await startKiln({ args: ['--max-sandboxes', '4'] });
-  try {
-    requireSandboxTools(ks);
+  await withOwnKiln({ args: ['--max-sandboxes', '4'] }, async (ks) => {
     const run = async () => ok(await callTool(ks, 'sandbox_exec', { command: 'sleep 0.5', limits: LIMITS }), 'sandbox_exec');
     await run();
     await Promise.all(Array.from({ length: 4 }, run)); // four finish: four ask for a spare
@@ -133,17 +141,13 @@ test('spares never take more than three quarters of --max-sandboxes', { timeout:
     // The room the spares leave is enough for a session sandbox of another policy, at once.
     const created = ok(await callTool(ks, 'sandbox_create', { limits: LIMITS }), 'sandbox_create');
     assert.ok(created.sandbox_id);
-  } finally {
-    await ks.close();
-  }
+  });
 });
 
 // The red team's findings on the pool, each a test.
 
 test('an idle spare cannot be addressed by its id: sandbox_exec and sandbox_destroy answer as for an unknown id, and the next fresh exec starts clean', { timeout: 120000 }, async (t) => {
-  const ks = await startKiln();
-  try {
-    requireSandboxTools(ks);
+  await withOwnKiln({}, async (ks) => {
     await probe(ks);
     await waitFor(() => idleSandboxes(ks.pid).length >= 1, 30000, 100);
     // The only place a spare's id shows: its cgroup folder's name (when Kiln has cgroups here).
@@ -158,15 +162,11 @@ test('an idle spare cannot be addressed by its id: sandbox_exec and sandbox_dest
     }
     const next = await probe(ks);
     assert.equal(next.tmp, 'tmp clean');
-  } finally {
-    await ks.close();
-  }
+  });
 });
 
 test('spares built before the workspace folder was replaced are not used: a fresh exec runs in the folder now at the path', { timeout: 120000 }, async () => {
-  const ks = await startKiln();
-  try {
-    requireSandboxTools(ks);
+  await withOwnKiln({}, async (ks) => {
     fs.writeFileSync(path.join(ks.ws, 'which'), 'OLD\n');
     ok(await callTool(ks, 'sandbox_exec', { command: 'true', limits: LIMITS }), 'sandbox_exec');
     await waitFor(() => idleSandboxes(ks.pid).length >= 1, 30000, 100);
@@ -178,15 +178,11 @@ test('spares built before the workspace folder was replaced are not used: a fres
     assert.equal(r.stdout.trim(), 'NEW', 'the exec ran in the folder that was moved away');
     assert.ok(fs.existsSync(path.join(ks.ws, 'out.txt')), 'the file went elsewhere than the workspace');
     assert.ok(!fs.existsSync(path.join(`${ks.ws}.old`, 'out.txt')), 'the exec wrote into the moved-away folder');
-  } finally {
-    await ks.close();
-  }
+  });
 });
 
 test('a spare whose pid 1 was killed a moment before it is taken: the fresh exec runs in a new sandbox instead of failing', { timeout: 120000 }, async () => {
-  const ks = await startKiln();
-  try {
-    requireSandboxTools(ks);
+  await withOwnKiln({}, async (ks) => {
     const run = async () => ok(await callTool(ks, 'sandbox_exec', { command: 'echo ran', limits: LIMITS }), 'sandbox_exec');
     await Promise.all(Array.from({ length: 4 }, run));
     await waitFor(() => idleSandboxes(ks.pid).length >= 4, 30000, 100);
@@ -203,7 +199,5 @@ test('a spare whose pid 1 was killed a moment before it is taken: the fresh exec
     await waitFor(() => pids.every(dead), 5000, 5);
     const results = await Promise.all(Array.from({ length: 4 }, run));
     for (const r of results) assert.equal(r.stdout.trim(), 'ran', `${r.stdout}${r.stderr}`);
-  } finally {
-    await ks.close();
-  }
+  });
 });
