@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "core/fd_io.h"
+#include "core/sigpipe_blocked.h"
 #include "core/unique_fd.h"
 #include "sandbox/helper_zygote.h"
 #include "sandbox/spawn.h"
@@ -28,21 +29,10 @@ namespace {
 
 // A helper that dies before reading its spec closes the pipe: the write must fail with EPIPE, not
 // raise a SIGPIPE that kills the caller (`kiln run`, `kiln verify` and the unit tests do not ignore
-// it, kiln mcp does). SIGPIPE is blocked for this thread during the write, and one it raised is
-// taken back before the mask is restored.
+// it, kiln mcp does).
 bool write_spec(int fd, std::string_view text) {
-  sigset_t pipe_only, old;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-  bool ok = write_all(fd, text);
-  if (!ok && errno == EPIPE) {
-    const timespec zero{};
-    while (::sigtimedwait(&pipe_only, nullptr, &zero) > 0) {
-    }
-  }
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return ok;
+  SigpipeBlocked no_sigpipe;
+  return write_all(fd, text);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include "core/sigpipe_blocked.h"
 #include "core/unique_fd.h"
 #include "sandbox/egress/client_hello.h"
 #include "sandbox/egress/proxy_request.h"
@@ -420,6 +421,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void drain(bool up) {
     tcp::socket& to = up ? upstream_ : client_;
     Pump& p = up ? up_ : down_;
+    // splice(2) has no MSG_NOSIGNAL: a peer gone mid-write must end this relay, not the process.
+    SigpipeBlocked no_sigpipe;
     while (p.in_pipe > 0) {
       const ssize_t w = ::splice(p.pipe_r.get(), nullptr, to.native_handle(), nullptr, p.in_pipe,
                                  SPLICE_F_MOVE | SPLICE_F_NONBLOCK);

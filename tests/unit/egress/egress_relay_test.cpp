@@ -164,27 +164,33 @@ TEST_CASE("a bulk tunnel relays every byte both ways, in order, and passes each 
   CHECK(e["bytes_down"] == kDown);
 }
 
+// A reset that lands while the proxy is inside a splice to the client is swallowed by that
+// splice's partial count; the next splice then meets a shut socket and raises SIGPIPE, which kills
+// a process that keeps its default (kiln run, these tests). Rare per round, so several rounds.
 TEST_CASE("a client reset mid-download ends the relay and closes the upstream") {
-  int up_port = 0;
-  UniqueFd up_listen = listener(up_port);
-  std::atomic<bool> upstream_stopped{false};
-  // Far more than the socket buffers hold, so the proxy is still writing when the client goes.
-  std::thread upstream([&] {
-    UniqueFd c(::accept4(up_listen.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    upstream_stopped = !send_pattern(c.get(), 1u << 30);
-  });
-  Rig rig(up_port);
-  UniqueFd client = rig.connect_tunnel(up_port);
-  // The first byte the upstream sends is the tunnel's first: raw (not TLS) is allowed by the
-  // port-naming entry once the client has spoken, so it speaks first.
-  CHECK(send_pattern(client.get(), 16));
-  CHECK(recv_pattern(client.get(), kDown) == kDown);
-  linger hard{1, 0};  // close with a reset, the abrupt way a killed process goes
-  ::setsockopt(client.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
-  client.reset();
-  upstream.join();  // the proxy closed the upstream side too
-  CHECK(upstream_stopped);
-  auto e = rig.closed_entry();
-  CHECK(e["bytes_down"].get<std::uint64_t>() >= kDown);
-  CHECK(e["bytes_down"].get<std::uint64_t>() < (1u << 30));
+  for (int round = 0; round < 12; ++round) {
+    CAPTURE(round);
+    int up_port = 0;
+    UniqueFd up_listen = listener(up_port);
+    std::atomic<bool> upstream_stopped{false};
+    // Far more than the socket buffers hold, so the proxy is still writing when the client goes.
+    std::thread upstream([&] {
+      UniqueFd c(::accept4(up_listen.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      upstream_stopped = !send_pattern(c.get(), 1u << 30);
+    });
+    Rig rig(up_port);
+    UniqueFd client = rig.connect_tunnel(up_port);
+    // The first byte the upstream sends is the tunnel's first: raw (not TLS) is allowed by the
+    // port-naming entry once the client has spoken, so it speaks first.
+    CHECK(send_pattern(client.get(), 16));
+    CHECK(recv_pattern(client.get(), kDown) == kDown);
+    linger hard{1, 0};  // close with a reset, the abrupt way a killed process goes
+    ::setsockopt(client.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    client.reset();
+    upstream.join();  // the proxy closed the upstream side too
+    CHECK(upstream_stopped);
+    auto e = rig.closed_entry();
+    CHECK(e["bytes_down"].get<std::uint64_t>() >= kDown);
+    CHECK(e["bytes_down"].get<std::uint64_t>() < (1u << 30));
+  }
 }
