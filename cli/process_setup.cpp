@@ -1,15 +1,28 @@
-// Signal thread and helper lookup of cli/process_setup.h.
+// Open-file limit, signal thread and helper lookup of cli/process_setup.h.
 #include "cli/process_setup.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 namespace kiln::cli {
+
+void raise_open_file_limit() {
+  constexpr rlim_t kEnough = 65536;
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  const rlim_t want = files.rlim_max == RLIM_INFINITY ? kEnough : std::min(files.rlim_max, kEnough);
+  if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < want) {
+    files.rlim_cur = want;
+    ::setrlimit(RLIMIT_NOFILE, &files);  // best effort: the old limit still works, with less room
+  }
+}
 
 std::stop_source stop_on_termination_signals() {
   sigset_t sigs;

@@ -5,9 +5,11 @@
 
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
@@ -43,6 +45,8 @@ struct EgressProxy::Impl {
   Impl(asio::io_context& i, ProxyOptions o) : io(i), opt(std::move(o)) {}
   asio::io_context& io;
   ProxyOptions opt;
+  std::size_t per_sandbox = 0;       // the effective cap: see ProxyOptions
+  std::atomic<std::size_t> live{0};  // connections admitted and not yet destroyed, all sandboxes
 
   // hosts-file override
   std::mutex hosts_mu;
@@ -105,19 +109,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
              std::shared_ptr<NetworkLog> log)
       : proxy_(std::move(proxy)), sandbox_(sandbox), log_(std::move(log)), client_(proxy_->io), upstream_(proxy_->io),
         timer_(proxy_->io) {}
+  ~Connection() {
+    if (admitted_) proxy_->live.fetch_sub(1);
+  }
 
-  // `busy`: the sandbox has too many connections already; answer 503 and close.
-  void start(int fd, bool busy) {
+  // `busy`: why it cannot be admitted (too many connections); answer 503 with it and close.
+  // Admitted ones count against the proxy's total until they are destroyed (pipes included).
+  void start(int fd, std::string busy) {
     boost::system::error_code ec;
     client_.assign(tcp::v4(), fd, ec);
     if (ec) {
       ::close(fd);
       return;
     }
-    if (busy)
-      return answer(503, fmt::format("Kiln's egress proxy: this sandbox has {} connections open already; close some "
-                                     "and retry\n",
-                                     proxy_->opt.max_connections_per_sandbox));
+    if (!busy.empty()) return answer(503, "Kiln's egress proxy: " + busy + "; close some and retry\n");
+    admitted_ = true;
+    proxy_->live.fetch_add(1);
     arm(proxy_->opt.head_timeout);
     read_head();
   }
@@ -509,6 +516,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t bytes_up_ = 0, bytes_down_ = 0;
   std::size_t index_ = std::string::npos;
   bool logged_ = false;
+  bool admitted_ = false;
 };
 
 void SandboxEgress::close_all() {
@@ -523,6 +531,13 @@ EgressProxy::EgressProxy(asio::io_context& io, ProxyOptions options)
     : impl_(std::make_shared<Impl>(io, std::move(options))) {
   if (impl_->opt.hosts_file.empty())
     if (const char* h = std::getenv("KILN_EGRESS_HOSTS"); h && *h) impl_->opt.hosts_file = h;
+  auto& total = impl_->opt.max_connections_total;
+  if (total == 0) {
+    rlimit files{};
+    const rlim_t soft = ::getrlimit(RLIMIT_NOFILE, &files) == 0 ? files.rlim_cur : 1024;
+    total = soft == RLIM_INFINITY ? 100000 : std::max<std::size_t>(16, soft / 2 / 6);
+  }
+  impl_->per_sandbox = std::min(impl_->opt.max_connections_per_sandbox, std::max<std::size_t>(8, total / 4));
 }
 
 EgressProxy::~EgressProxy() = default;
@@ -532,9 +547,15 @@ void EgressProxy::serve(UniqueFd client, const std::shared_ptr<SandboxEgress>& s
   if (!sandbox || sandbox->closed_) return;
   std::erase_if(sandbox->live_, [](const std::weak_ptr<Connection>& w) { return w.expired(); });
   auto conn = std::make_shared<Connection>(impl_, sandbox, log);
-  bool busy = sandbox->live_.size() >= impl_->opt.max_connections_per_sandbox;
-  if (!busy) sandbox->live_.push_back(conn);
-  conn->start(client.release(), busy);
+  std::string busy;
+  if (sandbox->live_.size() >= impl_->per_sandbox)
+    busy = fmt::format("this sandbox has {} connections open already, the most one sandbox may hold", sandbox->live_.size());
+  else if (impl_->live.load() >= impl_->opt.max_connections_total)
+    busy = fmt::format("{} connections are open through it across all sandboxes, the most Kiln's open-file limit "
+                       "leaves room for",
+                       impl_->live.load());
+  if (busy.empty()) sandbox->live_.push_back(conn);
+  conn->start(client.release(), std::move(busy));
 }
 
 }  // namespace kiln::egress

@@ -46,6 +46,11 @@ struct ProxyOptions {
   std::chrono::milliseconds head_timeout{30000};
   std::chrono::milliseconds connect_timeout{10000};
   std::size_t max_connections_per_sandbox = 1024;
+  // Across all sandboxes. A relayed connection holds six descriptors of Kiln's process (two
+  // sockets, two pipes); left unbounded, one sandbox opening connections would exhaust Kiln's open
+  // files and fail every tool. 0: half of RLIMIT_NOFILE's soft limit, six per connection. No
+  // sandbox may hold more than a quarter of it (at least 8).
+  std::size_t max_connections_total = 0;
 };
 
 class EgressProxy {

@@ -371,6 +371,84 @@ sandboxTest('killing the server leaves no proxy connection open', async () => {
   }
 });
 
+// Kiln started with an open-file limit of 1024, soft and hard (a desktop session's soft limit, here
+// unraisable): a sandbox that opens 300 connections and holds them must not take Kiln's open files.
+// Each relayed connection holds six of them, so the proxy admits a bounded number (a quarter of its
+// share for one sandbox), answers the rest 503 naming the limit, and every tool keeps working.
+sandboxTest('a sandbox holding 300 connections cannot exhaust the open files of a server limited to 1024', async () => {
+  const held = [];
+  const hold = http.createServer((req, res) => { res.write('start\n'); held.push(res); });
+  await new Promise((r) => hold.listen(0, '127.0.0.1', r));
+  const port = hold.address().port;
+  const wrap = path.join(tempDir('kiln-nofile-'), 'kiln');
+  fs.writeFileSync(wrap, `#!/bin/sh\nulimit -n 1024 || exit 97\nexec "${kilnBin()}" "$@"\n`, { mode: 0o755 });
+  const k = await connectClient({ bin: wrap, env: { KILN_EGRESS_HOSTS: hostsFile } });
+  try {
+    const limits = fs.readFileSync(`/proc/${k.transport.pid}/limits`, 'utf8');
+    assert.match(limits, /Max open files\s+1024\s+1024/);
+    const kcall = (name, args) => k.client.callTool({ name, arguments: args }, undefined, { timeout: 60000 });
+    structured(await kcall('workspace_open', { path: ws }));
+    fs.writeFileSync(path.join(ws, 'hold.py'), [
+      'import os, socket, time',
+      "host, port = os.environ['HTTP_PROXY'].split('//')[1].rstrip('/').split(':')",
+      'held, refused = [], 0',
+      'for i in range(300):',
+      '    s = socket.create_connection((host, int(port)))',
+      `    s.sendall(b'GET http://up.test:${port}/h%d HTTP/1.1\\r\\nHost: up.test:${port}\\r\\n\\r\\n' % i)`,
+      '    head = s.recv(4096)',
+      "    if head.startswith(b'HTTP/1.1 503'):",
+      '        refused += 1',
+      "        if refused == 1: print(head.decode(errors='replace').split('\\r\\n\\r\\n', 1)[1].strip(), flush=True)",
+      '    held.append(s)',
+      "print('refused', refused, flush=True)",
+      'time.sleep(60)',
+    ].join('\n'));
+    const bg = structured(await kcall('sandbox_exec', {
+      command: 'python3 hold.py', background: true, network: { allow: [`up.test:${port}`], allow_private: true },
+    }));
+    let out = '';
+    for (let offset = 0, i = 0; i < 60 && !/refused \d+/.test(out); i++) {
+      const o = structured(await kcall('process_output', { run_id: bg.run_id, offset, wait_ms: 1000 }));
+      out += o.data ?? '';
+      offset = o.next_offset;
+      if (!o.running && o.eof) break;
+    }
+    const refused = Number(/refused (\d+)/.exec(out)?.[1]);
+    assert.ok(refused > 0 && refused < 300, out);
+    assert.match(out, /egress proxy: this sandbox has \d+ connections open already/);
+    assert.equal(held.length, 300 - refused, 'every admitted connection reached the upstream');
+    const fds = fs.readdirSync(`/proc/${k.transport.pid}/fd`).length;
+    assert.ok(fds < 1024 / 2, `kiln holds ${fds} descriptors`);
+    // The agent's tools still open files, sandboxes and pipes.
+    fs.writeFileSync(path.join(ws, 'note.txt'), 'still here\n');
+    assert.equal(structured(await kcall('file_read', { path: 'note.txt' })).content, 'still here\n');
+    const r = structured(await kcall('sandbox_exec', { command: 'echo fresh' }));
+    assert.equal(r.stdout, 'fresh\n');
+    structured(await kcall('process_kill', { run_id: bg.run_id }));
+  } finally {
+    for (const r of held) r.destroy();
+    hold.close();
+    await k.close().catch(() => {});
+    fs.rmSync(path.join(ws, 'hold.py'), { force: true });
+    fs.rmSync(path.join(ws, 'note.txt'), { force: true });
+  }
+});
+
+// Kiln raises its soft open-file limit to the hard one (at most 65536): a desktop session's 1024
+// would leave a server of sandboxes little room.
+test('kiln raises a low soft open-file limit to the hard limit', async (t) => {
+  const probe = spawnSync('sh', ['-c', 'ulimit -Sn 1024 && ulimit -Hn 4096'], { encoding: 'utf8' });
+  if (probe.status !== 0) return t.skip('NOT RUN: this user cannot set a hard open-file limit of 4096');
+  const wrap = path.join(tempDir('kiln-nofile-'), 'kiln');
+  fs.writeFileSync(wrap, `#!/bin/sh\nulimit -Sn 1024 && ulimit -Hn 4096 || exit 97\nexec "${kilnBin()}" "$@"\n`, { mode: 0o755 });
+  const k = await connectClient({ bin: wrap });
+  try {
+    assert.match(fs.readFileSync(`/proc/${k.transport.pid}/limits`, 'utf8'), /Max open files\s+4096\s+4096/);
+  } finally {
+    await k.close();
+  }
+});
+
 // The one test against the real registry, where this machine reaches it: the allowlist is the host
 // of `npm config get registry`, read now, and the same install without it is refused.
 sandboxTest('npm install of one small package works through an allowlist naming the registry, and not without it', async (t) => {

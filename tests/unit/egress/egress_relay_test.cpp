@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <mutex>
+#include <vector>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -94,36 +96,55 @@ std::string read_head(int fd) {
 struct Rig {
   boost::asio::io_context io;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work = boost::asio::make_work_guard(io);
-  EgressProxy proxy{io, ProxyOptions{}};
+  EgressProxy proxy;
   std::shared_ptr<SandboxEgress> sandbox;
   std::shared_ptr<NetworkLog> log = std::make_shared<NetworkLog>();
   std::thread thread{[this] { io.run(); }};
   int front_port = 0;
   UniqueFd front = listener(front_port);
 
-  explicit Rig(int upstream_port) {
+  explicit Rig(int upstream_port, ProxyOptions options = {}) : proxy(io, std::move(options)) {
     // A raw tunnel to a loopback address: an address entry naming the port, allow_private.
     auto p = parse_policy(nlohmann::json{{"allow", {"127.0.0.1:" + std::to_string(upstream_port)}}, {"allow_private", true}},
                           "network");
     REQUIRE(p.has_value());
     sandbox = std::make_shared<SandboxEgress>(Scope{*p, std::nullopt});
+    other = std::make_shared<SandboxEgress>(Scope{*p, std::nullopt});
   }
+  std::shared_ptr<SandboxEgress> other;  // a second sandbox with the same allowlist
   // Every connection closed, its handlers run out, so the loop ends by itself.
   ~Rig() {
-    boost::asio::post(io, [this] { sandbox->close_all(); });
+    boost::asio::post(io, [this] {
+      sandbox->close_all();
+      other->close_all();
+    });
     work.reset();
     thread.join();
   }
 
-  UniqueFd connect_tunnel(int upstream_port) {
+  UniqueFd connect_tunnel(int upstream_port, std::shared_ptr<SandboxEgress> from = nullptr) {
+    std::string head;
+    UniqueFd client = ask_connect(upstream_port, head, std::move(from));
+    REQUIRE(head.starts_with("HTTP/1.1 200"));
+    return client;
+  }
+
+  // A CONNECT through the proxy from `from` (the rig's sandbox by default); `head` is the answer's
+  // head, and the whole answer when it is a refusal.
+  UniqueFd ask_connect(int upstream_port, std::string& head, std::shared_ptr<SandboxEgress> from = nullptr) {
     UniqueFd client = dial(front_port);
     UniqueFd accepted(::accept4(front.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     REQUIRE(accepted);
-    boost::asio::post(io, [this, fd = accepted.release()] { proxy.serve(UniqueFd(fd), sandbox, log); });
+    if (!from) from = sandbox;
+    boost::asio::post(io, [this, fd = accepted.release(), from] { proxy.serve(UniqueFd(fd), from, log); });
     std::string req = "CONNECT 127.0.0.1:" + std::to_string(upstream_port) + " HTTP/1.1\r\nHost: 127.0.0.1:" +
                       std::to_string(upstream_port) + "\r\n\r\n";
     REQUIRE(::send(client.get(), req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size()));
-    REQUIRE(read_head(client.get()).starts_with("HTTP/1.1 200"));
+    head = read_head(client.get());
+    if (!head.starts_with("HTTP/1.1 200")) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(client.get(), buf, sizeof buf, 0)) > 0;) head.append(buf, std::size_t(n));
+    }
     return client;
   }
 
@@ -193,4 +214,51 @@ TEST_CASE("a client reset mid-download ends the relay and closes the upstream") 
     CHECK(e["bytes_down"].get<std::uint64_t>() >= kDown);
     CHECK(e["bytes_down"].get<std::uint64_t>() < (1u << 30));
   }
+}
+
+// Each relayed connection holds six of the process's descriptors, so the proxy bounds them: one
+// sandbox holds at most a quarter of the total, all together at most the total (by default half of
+// RLIMIT_NOFILE over six); past either the answer is a 503 that names it, and a closed connection
+// gives its place back.
+TEST_CASE("connections are bounded per sandbox and in total, and a closed one frees its place") {
+  int up_port = 0;
+  UniqueFd up_listen = listener(up_port);
+  std::vector<UniqueFd> upstream_ends;
+  std::mutex mu;
+  std::atomic<bool> stop{false};
+  std::thread upstream([&] {
+    while (!stop) {
+      UniqueFd c(::accept4(up_listen.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      std::lock_guard lock(mu);
+      if (c) upstream_ends.push_back(std::move(c));
+    }
+  });
+  {
+    Rig rig(up_port, ProxyOptions{.max_connections_total = 12});  // a quarter: 8 is the floor per sandbox
+    std::vector<UniqueFd> open;
+    std::string head;
+    for (int i = 0; i < 8; ++i) open.push_back(rig.connect_tunnel(up_port));
+    UniqueFd refused = rig.ask_connect(up_port, head);
+    CHECK(head.starts_with("HTTP/1.1 503"));
+    CHECK(head.find("this sandbox has 8 connections open already") != std::string::npos);
+    for (int i = 0; i < 4; ++i) open.push_back(rig.connect_tunnel(up_port, rig.other));
+    refused = rig.ask_connect(up_port, head, rig.other);
+    CHECK(head.starts_with("HTTP/1.1 503"));
+    CHECK(head.find("12 connections are open through it across all sandboxes") != std::string::npos);
+    // One of the first sandbox's closes (still before its tunnel's first byte): the proxy sees the
+    // end, destroys the connection, and has room again.
+    open.front().reset();
+    bool admitted = false;
+    for (int i = 0; i < 500 && !admitted; ++i) {
+      UniqueFd again = rig.ask_connect(up_port, head, rig.other);
+      admitted = head.starts_with("HTTP/1.1 200");
+      if (admitted) open.push_back(std::move(again));
+      else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(admitted);
+    open.clear();
+  }
+  stop = true;
+  UniqueFd wake = dial(up_port);  // the accept loop's last turn
+  upstream.join();
 }
