@@ -109,6 +109,7 @@ Result<CheckpointInfo> create_locked(CheckpointStore::Impl& im, const Checkpoint
       auto nodes = rescan_changed(*req.root, std::move(wc->base), dirty.dirs, wc->watch.get(), stop, r, changed_dirs,
                           removed_files);
       if (!nodes) return std::unexpected(nodes.error());
+      if (nodes->size() > kMaxCheckpointEntries) return std::unexpected(too_many_entries());
       partial = true;
       r.nodes = std::move(*nodes);
       scanned_storage = std::move(r);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 
@@ -31,8 +32,20 @@ std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+Error too_many_entries(std::size_t cap) {
+  return Error{Errc::too_large,
+               fmt::format("the workspace holds more than {} files, folders and links that are not ignored, the most a "
+                           "checkpoint covers; add generated folders (build output, dependencies) to .gitignore or "
+                           ".ignore",
+                           cap)};
+}
+
 Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, WorkspaceWatch* watch,
-                                  const std::string& start, int max_depth) {
+                                  const std::string& start, int max_depth, std::size_t max_entries) {
+  // The walk stops as soon as the scan holds too many entries, before it holds them all.
+  std::stop_source enough;
+  std::stop_callback outer(stop, [&] { enough.request_stop(); });
+  std::atomic<std::size_t> seen{0};
   WalkOptions o;
   o.start = start;
   o.max_depth = max_depth;
@@ -47,7 +60,8 @@ Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, Worksp
     if (out.skipped.size() < kMaxSkippedShown) out.skipped.push_back(fmt::format("{}: {}", path, why));
     ++out.skipped_count;
   };
-  auto r = walk(root, o, stop, [&](const WalkEntry& e, unsigned worker) {
+  auto r = walk(root, o, enough.get_token(), [&](const WalkEntry& e, unsigned worker) {
+    if (seen.fetch_add(1) >= max_entries) return (void)enough.request_stop();
     // A name with a line break is one no workspace path may hold (Root::relative refuses it, and
     // so would the reads below): noted and left alone, or one such file would fail every checkpoint
     // of the workspace, every run's changes and every restore with it.
@@ -80,7 +94,14 @@ Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, Worksp
     }
     per[worker].push_back(std::move(n));
   });
+  if (seen.load() > max_entries && !stop.stop_requested()) return std::unexpected(too_many_entries(max_entries));
   if (!r) return std::unexpected(r.error());
+  if (r->too_deep) {
+    skip(r->first_too_deep, fmt::format("nested more than {} folders deep or a path longer than {} bytes, not captured "
+                                        "(nor anything beneath it)",
+                                        kMaxWalkDepth, kMaxWalkPath));
+    out.skipped_count += r->too_deep - 1;
+  }
   std::size_t total = 0;
   for (const auto& v : per) total += v.size();
   out.nodes.reserve(total);

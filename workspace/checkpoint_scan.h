@@ -29,12 +29,24 @@ struct ScanResult {
 };
 inline constexpr std::size_t kMaxSkippedShown = 20;
 
+// The most files, folders and links one checkpoint holds. Kiln keeps a workspace's last scan in
+// memory (about 1 KB an entry) to make the next checkpoint incremental, and a command in a sandbox
+// can make a million empty files without touching its disk limit; past this a checkpoint is
+// refused, naming the fix (ignore the generated folders). Five times the 100,000-file tree the
+// benchmarks use.
+inline constexpr std::size_t kMaxCheckpointEntries = 500'000;
+
+// The refusal when a workspace holds more than `cap` entries.
+Error too_many_entries(std::size_t cap = kMaxCheckpointEntries);
+
 class WorkspaceWatch;
 
 // Everything beneath `start` ("" the root) down to `max_depth` (0: all). With `watch`, every
-// folder met is watched before it is read (and the root first, when start is "").
+// folder met is watched before it is read (and the root first, when start is ""). More than
+// `max_entries` entries: too_many_entries(), found without reading the rest.
 Result<ScanResult> scan_workspace(const Root& root, std::stop_token stop, WorkspaceWatch* watch = nullptr,
-                                  const std::string& start = {}, int max_depth = 0);
+                                  const std::string& start = {}, int max_depth = 0,
+                                  std::size_t max_entries = kMaxCheckpointEntries);
 
 std::int64_t now_ns();
 inline std::int64_t timespec_ns(const struct timespec& t) { return std::int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }

@@ -59,7 +59,15 @@ std::string build(FlatTree& flat, std::size_t& i, const std::string& prefix, con
   return sha;
 }
 
+// Stored trees are as deep as the walks that made them (kMaxWalkDepth); a deeper one was not made
+// here, and following it would recurse past a thread's stack.
+Result<void> check_depth(std::string_view dir) {
+  if (std::ranges::count(dir, '/') < kMaxWalkDepth) return {};
+  return std::unexpected(damaged(fmt::format("a tree nested more than {} folders deep", kMaxWalkDepth)));
+}
+
 Result<void> flatten_into(const std::string& sha, const std::string& dir, const TreeLoader& load, FlatTree& out) {
+  if (auto deep = check_depth(dir); !deep) return deep;
   auto data = load(sha);
   if (!data) return std::unexpected(damaged(fmt::format("tree {} is missing", sha)));
   auto kids = decode_tree(*data);
@@ -93,6 +101,7 @@ Result<void> all_under(const TreeChild& dir, const std::string& path, TreeChange
 Result<void> compare_into(const std::string& a, const std::string& b, const std::string& dir, const TreeLoader& load,
                           std::vector<ShallowChange>& out) {
   if (a == b) return {};
+  if (auto deep = check_depth(dir); !deep) return deep;
   auto da = load(a);
   auto db = load(b);
   if (!da || !db) return std::unexpected(damaged(fmt::format("tree {} is missing", da ? b : a)));

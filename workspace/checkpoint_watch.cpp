@@ -4,7 +4,9 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -19,7 +21,33 @@ constexpr std::uint32_t kMask = IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | 
 
 bool ignore_file(std::string_view name) { return name == ".gitignore" || name == ".ignore"; }
 
+constexpr std::size_t kMaxWatchesShare = 4;  // a quarter of the user's pool
+
+std::atomic<std::size_t> g_watches{0};  // held by every WorkspaceWatch of this process
+
 }  // namespace
+
+std::size_t WorkspaceWatch::budget() {
+  static const std::size_t pool = [] {
+    std::size_t n = 8192;  // the kernel's smallest default
+    if (std::FILE* f = std::fopen("/proc/sys/fs/inotify/max_user_watches", "re")) {
+      unsigned long v = 0;
+      if (std::fscanf(f, "%lu", &v) == 1 && v > 0) n = v;
+      std::fclose(f);
+    }
+    return n;
+  }();
+  return pool / kMaxWatchesShare;
+}
+
+void WorkspaceWatch::give_up() {
+  if (gave_up_) return;
+  gave_up_ = true;
+  ::close(fd_);
+  fd_ = -1;
+  g_watches.fetch_sub(dirs_.size());
+  dirs_.clear();
+}
 
 std::unique_ptr<WorkspaceWatch> WorkspaceWatch::start(const std::string&) {
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -27,23 +55,33 @@ std::unique_ptr<WorkspaceWatch> WorkspaceWatch::start(const std::string&) {
   return std::unique_ptr<WorkspaceWatch>(new WorkspaceWatch(fd));
 }
 
-WorkspaceWatch::~WorkspaceWatch() { ::close(fd_); }
+WorkspaceWatch::~WorkspaceWatch() {
+  std::lock_guard lock(mu_);
+  give_up();
+}
 
 void WorkspaceWatch::add(const std::string& rel, int dir_fd) {
+  std::lock_guard lock(mu_);
+  if (gave_up_) return;
+  if (g_watches.load() >= budget()) return give_up();
   std::string via = fmt::format("/proc/self/fd/{}", dir_fd);
   int wd = ::inotify_add_watch(fd_, via.c_str(), kMask);
-  std::lock_guard lock(mu_);
   if (wd < 0) {
     lost_ = true;
     return;
   }
-  dirs_[wd] = rel;
+  if (dirs_.emplace(wd, rel).second) g_watches.fetch_add(1);
+  else dirs_[wd] = rel;  // a folder met again (a rescan) keeps its one watch
 }
 
 WorkspaceWatch::Dirty WorkspaceWatch::drain() {
   Dirty d;
   alignas(inotify_event) char buf[64 * 1024];
   std::lock_guard lock(mu_);
+  if (gave_up_) {
+    d.all = true;
+    return d;
+  }
   for (;;) {
     ssize_t n = ::read(fd_, buf, sizeof buf);
     if (n < 0) {
@@ -61,7 +99,10 @@ WorkspaceWatch::Dirty WorkspaceWatch::drain() {
       }
       auto it = dirs_.find(e->wd);
       if (e->mask & IN_IGNORED) {
-        if (it != dirs_.end()) dirs_.erase(it);
+        if (it != dirs_.end()) {
+          dirs_.erase(it);
+          g_watches.fetch_sub(1);
+        }
         continue;
       }
       if (it == dirs_.end()) continue;

@@ -239,7 +239,13 @@ class Walker {
         e.path += name;
         e.type = type;
         if (chain && chain->ignored(e.path, type == EntryType::dir)) continue;
-        if (type == EntryType::dir && descend) {
+        if (e.path.size() > kMaxWalkPath) {
+          too_deep(e.path);
+          continue;
+        }
+        if (type == EntryType::dir && descend && below_root(e.path) >= kMaxWalkDepth) {
+          too_deep(e.path);  // visited, not entered
+        } else if (type == EntryType::dir && descend) {
           Task child;
           child.parent = dir;
           child.name = std::string(name);
@@ -264,6 +270,14 @@ class Walker {
       WalkEntry we{e.path, std::string_view(e.path).substr(e.name_at), e.type, child_depth, fd};
       visit_(we, worker);
     }
+  }
+
+  // How many folders deep `path` (relative to the workspace root) is: "a" 1, "a/b" 2.
+  static int below_root(std::string_view path) { return 1 + int(std::ranges::count(path, '/')); }
+
+  void too_deep(std::string_view path) {
+    std::lock_guard lk(mu_);
+    if (stats_.too_deep++ == 0) stats_.first_too_deep = std::string(path.substr(0, kMaxWalkPath));
   }
 
   const WalkOptions& opts_;

@@ -35,6 +35,14 @@ struct WalkEntry {
   int dir_fd;  // the containing folder, open only during the visit (for fstatat/openat by name)
 };
 
+// What any walk stops at, whatever the caller asked: a folder more than kMaxWalkDepth below the
+// workspace root is not entered, and an entry whose path is longer than kMaxWalkPath (PATH_MAX,
+// the most any tool accepts) is not visited. A command in a sandbox can nest folders as deep as
+// it likes; without these, a chain of 30,000 folders cost the walk's callers memory in the square
+// of the depth and recursion deeper than a thread's stack.
+inline constexpr int kMaxWalkDepth = 1024;
+inline constexpr std::size_t kMaxWalkPath = 4096;
+
 struct WalkOptions {
   std::string start;  // folder to walk, relative to the root as Root::relative returns ("" = root)
   int max_depth = 0;  // 0 = unlimited; 1 = only the start folder's children
@@ -52,6 +60,8 @@ struct WalkOptions {
 struct WalkStats {
   size_t dirs = 0;        // folders read
   size_t unreadable = 0;  // folders skipped because they could not be opened or read
+  size_t too_deep = 0;    // folders not entered and entries not visited (kMaxWalkDepth, kMaxWalkPath)
+  std::string first_too_deep;  // one of them, shortened to its first kMaxWalkPath bytes
 };
 
 // Called concurrently by the workers; `worker` is in [0, walk_thread_count(options)) so a visitor
