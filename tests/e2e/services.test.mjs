@@ -329,6 +329,14 @@ serverTest('kill -9 of kiln mcp leaves no postgres or redis process, and the nex
     return `${p.pid} state=${s?.state} ppid=${s?.ppid} wchan=${wchan} ${p.args}`;
   };
   assert.deepEqual(left.map(describe), [], 'service processes outlived the server');
+  // The killed server itself holds the data folder's lock until its exit has closed its files
+  // (tearing down its memory comes first); its children can be gone before that. A zombie has
+  // closed them.
+  for (let i = 0; i < 300; i++) {
+    const s = stat(k.pid);
+    if (s === null || s.state === 'Z') break;
+    await sleep(20);
+  }
   // A stale postmaster.pid does not stop the next start, and the data is there.
   k2 = await startKiln(t, { ws: k.ws, state: k.state, keep: true });
   const sb2 = await k2.ok('sandbox_create', { services: ['db'] });
